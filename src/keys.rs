@@ -1,0 +1,43 @@
+//! Every label, annotation, env-var name and field manager this project reads or writes.
+//!
+//! The `flyte.org/` keys follow the Flyte app platform, so KServices made by that platform and by
+//! plain `kubectl` interoperate. No other module spells a key as a string literal.
+
+/// Label: the app's project (managed-app identity).
+pub const LABEL_PROJECT: &str = "flyte.org/project";
+/// Label: the app's domain (managed-app identity).
+pub const LABEL_DOMAIN: &str = "flyte.org/domain";
+/// Label: the app's name (managed-app identity).
+pub const LABEL_APP_NAME: &str = "flyte.org/app-name";
+/// Label: `"true"` stops the app, `"false"` or absent runs it.
+pub const LABEL_APP_STOPPED: &str = "flyte.org/app-stopped";
+
+/// Annotation: `"true"` on managed apps.
+pub const ANNOTATION_APP_MANAGED: &str = "flyte.org/app-managed";
+/// Annotation: `project/domain/name` on managed apps.
+pub const ANNOTATION_APP_ID: &str = "flyte.org/app-id";
+/// Annotation: 16 hex characters of SHA-256 over the canonical JSON of the user's spec.
+pub const ANNOTATION_SPEC_SHA: &str = "flyte.org/spec-sha";
+/// Annotation: what the Service had before a stop changed it, so a start restores it exactly.
+pub const ANNOTATION_STOP_RESTORE: &str = "flyte.org/stop-restore";
+
+/// Knative's visibility label; `cluster-local` keeps the route off the external gateway.
+pub const LABEL_VISIBILITY: &str = "networking.knative.dev/visibility";
+/// The value of [`LABEL_VISIBILITY`] that makes a Service cluster-local.
+pub const VISIBILITY_CLUSTER_LOCAL: &str = "cluster-local";
+/// Template annotation: the lowest number of pods Knative keeps.
+pub const ANNOTATION_MIN_SCALE: &str = "autoscaling.knative.dev/min-scale";
+/// Template annotation: the number of pods a new revision starts with.
+pub const ANNOTATION_INITIAL_SCALE: &str = "autoscaling.knative.dev/initial-scale";
+/// Template annotation: the highest number of pods Knative scales to (0 = unlimited).
+pub const ANNOTATION_MAX_SCALE: &str = "autoscaling.knative.dev/max-scale";
+/// Revision annotation: `"true"` keeps a revision from ever being garbage-collected.
+pub const ANNOTATION_NO_GC: &str = "serving.knative.dev/no-gc";
+/// Label Knative puts on revisions and pods: the owning Service's name.
+pub const LABEL_KNATIVE_SERVICE: &str = "serving.knative.dev/service";
+
+/// The env var apps format with `app_fqdn` to call another app of the same project and domain.
+pub const ENV_INTERNAL_APP_ENDPOINT_PATTERN: &str = "INTERNAL_APP_ENDPOINT_PATTERN";
+
+/// The field manager of every write the watch loop makes.
+pub const FIELD_MANAGER: &str = "ksvc-webhook";

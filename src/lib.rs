@@ -1,0 +1,11 @@
+//! ksvc-webhook: a mutating admission webhook, sidecar injector and watch loop for Knative Services.
+//!
+//! Data flows one way: bytes → decoded AdmissionReview → pure decision → JSON Patch → response.
+//! The pure core ([`naming`], [`spec_sha`], [`validate`], [`mutate`], [`admission`]) does no I/O
+//! and reads no clock; the shells ([`cli`], `server`, `watch`) own sockets, files and the cluster.
+
+pub mod admission;
+pub mod cli;
+pub mod config;
+pub mod keys;
+pub mod pki;
