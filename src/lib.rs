@@ -9,3 +9,4 @@ pub mod cli;
 pub mod config;
 pub mod keys;
 pub mod pki;
+pub mod rbac;
