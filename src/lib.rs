@@ -7,6 +7,13 @@
 pub mod admission;
 pub mod cli;
 pub mod config;
+pub mod edit;
 pub mod keys;
+pub mod ksvc;
+pub mod mutate;
+pub mod naming;
 pub mod pki;
 pub mod rbac;
+pub mod spec_sha;
+pub mod stop;
+pub mod validate;
