@@ -64,10 +64,10 @@ pub fn endpoint_pattern(
 /// Converge `ed`'s object on everything the webhook owns; returns warnings for the user.
 pub fn inject(ed: &mut Editor, target: Target, settings: &Settings) -> Vec<String> {
     let mut warnings = Vec::new();
-    if let Some(app) = target.app_name {
-        if ksvc::name(ed.doc()).is_empty() {
-            ed.set(&["metadata", "name"], Value::from(app.name.as_str()));
-        }
+    if let Some(app) = target.app_name
+        && ksvc::name(ed.doc()).is_empty()
+    {
+        ed.set(&["metadata", "name"], Value::from(app.name.as_str()));
     }
     let stopped = ksvc::stopped(ed.doc());
     stop::converge(

@@ -288,15 +288,16 @@ fn managed_name(input: &Input, id: &ksvc::Identity, out: &mut Vec<Violation>) {
 }
 
 fn stopped_label(doc: &Value, out: &mut Vec<Violation>) {
-    if let Some(value) = ksvc::entry(doc, ksvc::LABELS, keys::LABEL_APP_STOPPED) {
-        if value != "true" && value != "false" {
-            out.push(violation(
-                "stopped-value",
-                format!("metadata.labels[{}]", keys::LABEL_APP_STOPPED),
-                format!("is {value:?}"),
-                "use \"true\" to stop the app or \"false\" to run it",
-            ));
-        }
+    if let Some(value) = ksvc::entry(doc, ksvc::LABELS, keys::LABEL_APP_STOPPED)
+        && value != "true"
+        && value != "false"
+    {
+        out.push(violation(
+            "stopped-value",
+            format!("metadata.labels[{}]", keys::LABEL_APP_STOPPED),
+            format!("is {value:?}"),
+            "use \"true\" to stop the app or \"false\" to run it",
+        ));
     }
 }
 
