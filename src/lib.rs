@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod cli;
 pub mod config;
+pub mod docs;
 pub mod edit;
 pub mod keys;
 pub mod ksvc;
