@@ -5,6 +5,9 @@
 //! resourceVersion preconditions, AlreadyExists and a failing JSON Patch `test` as the API
 //! server answers them. `kube::Client::new` runs on it, so the real request encoding is used.
 
+// A test crate: its helpers (outside `#[test]` functions) may panic on a broken fixture too.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
