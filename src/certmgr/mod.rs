@@ -69,6 +69,8 @@ pub enum Error {
     },
     #[error("the certificate file writer stopped")]
     Join(#[from] tokio::task::JoinError),
+    #[error("planned step {0:?} does not apply to the certificate Secret")]
+    Unapplicable(Plan),
     #[error("{what} kept changing while we wrote it; giving up for this round")]
     Contention { what: &'static str },
     #[error("no usable certificates after {secs}s of retries")]

@@ -130,17 +130,13 @@ impl Manager {
                 now,
                 &self.policy,
             );
-            if let (true, Some(data)) =
-                (plan == Plan::Keep || (plan.leader_only() && !leader), &data)
-            {
+            // Nothing to do, or a rotation that waits for the leader: serve what is there.
+            let settled = plan == Plan::Keep || (plan.leader_only() && !leader);
+            if let (true, Some(data)) = (settled, &data) {
                 return Ok(data.clone());
             }
-            let Some(new) = issue::apply(plan, data.as_ref(), &self.sans, now, &self.policy)?
-            else {
-                return Err(Error::Contention {
-                    what: "the certificate Secret",
-                });
-            };
+            let new = issue::apply(plan, data.as_ref(), &self.sans, now, &self.policy)?
+                .ok_or(Error::Unapplicable(plan))?;
             if self.write_secret(object.as_ref(), &new).await? {
                 info!(secret = %self.secret_name, step = ?plan, "certificate secret written");
                 steps.push(plan);
