@@ -235,6 +235,32 @@ fn read(dir: &std::path::Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(name)).unwrap()
 }
 
+/// Whether kube-apiserver, trusting `bundle`, accepts `cert_pem` for the Service's DNS name at
+/// time `at` (a real rustls/webpki chain verification).
+fn trusted(bundle: &[u8], cert_pem: &str, at: OffsetDateTime) -> bool {
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls::pki_types::{ServerName, UnixTime};
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in rustls_pemfile::certs(&mut &bundle[..]) {
+        roots.add(ca.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider)
+            .build()
+            .unwrap();
+    let leaf = rustls_pemfile::certs(&mut cert_pem.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap();
+    let name = ServerName::try_from("ksvc-webhook.ksvc-system.svc").unwrap();
+    let now =
+        UnixTime::since_unix_epoch(std::time::Duration::from_secs(at.unix_timestamp() as u64));
+    verifier
+        .verify_server_cert(&leaf, &[], &name, &[], now)
+        .is_ok()
+}
+
 #[tokio::test]
 async fn first_start_creates_the_secret_writes_files_and_publishes_the_bundle() {
     let api = FakeApi::default().with_config();
@@ -386,6 +412,12 @@ async fn ca_rotation_keeps_the_old_ca_in_the_bundle_until_it_is_safe_to_drop() {
         assert!(has(&bundle, &old.ca.cert_pem) && has(&bundle, &next.cert_pem));
     }
     assert!(has(pem(dir.path()).as_bytes(), &next.cert_pem));
+    for bundle in api.bundles() {
+        assert!(
+            trusted(&bundle, &s1.serving.cert_pem, t1),
+            "the old CA still signs"
+        );
+    }
 
     // 2. During the overlap nothing moves; after it, the new CA signs the serving certificate.
     let quiet = manager.sync(t1 + Duration::minutes(9), true).await.unwrap();
@@ -421,6 +453,12 @@ async fn ca_rotation_keeps_the_old_ca_in_the_bundle_until_it_is_safe_to_drop() {
     for bundle in api.bundles() {
         assert!(!has(&bundle, &old.ca.cert_pem));
         assert!(has(&bundle, &next.cert_pem));
+        let t3 = t2 + Duration::minutes(10);
+        assert!(trusted(&bundle, &s2.serving.cert_pem, t3));
+        assert!(
+            !trusted(&bundle, &s1.serving.cert_pem, t3),
+            "the old chain is gone"
+        );
     }
     assert_eq!(api.data().previous_ca, None);
 }
