@@ -10,3 +10,4 @@ pub mod config;
 pub mod keys;
 pub mod pki;
 pub mod rbac;
+pub mod watch;

@@ -1,0 +1,478 @@
+//! Table tests of `status_for`: the A2.7 vectors and every condition combination we map.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+const NOW: &str = "2026-11-30T00:00:00Z";
+const LTT: &str = "2026-11-29T12:00:00Z";
+
+fn cond(t: &str, s: &str, reason: &str, message: &str) -> Value {
+    json!({"type": t, "status": s, "reason": reason, "message": message, "lastTransitionTime": LTT})
+}
+
+fn ksvc(
+    labels: Value,
+    generation: i64,
+    observed: i64,
+    conditions: Vec<Value>,
+    traffic: &[&str],
+) -> KService {
+    let traffic: Vec<Value> = traffic
+        .iter()
+        .map(|r| json!({"revisionName": r, "percent": 100}))
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "serving.knative.dev/v1", "kind": "Service",
+        "metadata": {"name": "app", "namespace": "ns", "generation": generation, "labels": labels},
+        "spec": {"template": {"spec": {"containers": [{"image": "x"}]}}},
+        "status": {
+            "observedGeneration": observed, "conditions": conditions, "url": "http://app.ns.example",
+            "latestCreatedRevisionName": "app-00002", "latestReadyRevisionName": "app-00001",
+            "traffic": traffic, "unknownField": {"kept": true}
+        }
+    }))
+    .unwrap()
+}
+
+fn rev(name: &str, replicas: i32, conditions: Vec<Value>) -> Revision {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ns",
+                     "labels": {"serving.knative.dev/service": "app"}},
+        "status": {"actualReplicas": replicas, "conditions": conditions}
+    }))
+    .unwrap()
+}
+
+fn stopped() -> Value {
+    json!({"flyte.org/app-stopped": "true"})
+}
+
+struct Case {
+    name: &'static str,
+    ksvc: KService,
+    revisions: Vec<Revision>,
+    phase: Phase,
+    message: &'static str,
+    substate: Option<Substate>,
+}
+
+fn case(name: &'static str, ksvc: KService, revisions: Vec<Revision>) -> Case {
+    Case {
+        name,
+        ksvc,
+        revisions,
+        phase: Phase::Pending,
+        message: "",
+        substate: None,
+    }
+}
+
+impl Case {
+    fn expect(mut self, phase: Phase, message: &'static str, substate: Option<Substate>) -> Self {
+        (self.phase, self.message, self.substate) = (phase, message, substate);
+        self
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let ready = || cond("Ready", "True", "", "");
+    let no_traffic = || {
+        vec![cond(
+            "Active",
+            "False",
+            "NoTraffic",
+            "The target is not receiving traffic.",
+        )]
+    };
+    vec![
+        // A2.7 vectors.
+        case(
+            "a2.7 active single",
+            ksvc(json!({}), 1, 1, vec![ready()], &["app-00001"]),
+            vec![],
+        )
+        .expect(Phase::Active, "Service is ready", None),
+        case(
+            "a2.7 active all three",
+            ksvc(
+                json!({}),
+                1,
+                1,
+                vec![
+                    cond("ConfigurationsReady", "True", "", ""),
+                    cond("RoutesReady", "True", "", ""),
+                    ready(),
+                ],
+                &["app-00001"],
+            ),
+            vec![],
+        )
+        .expect(Phase::Active, "Service is ready", None),
+        case(
+            "a2.7 deploying",
+            ksvc(
+                json!({}),
+                2,
+                2,
+                vec![
+                    cond(
+                        "Ready",
+                        "Unknown",
+                        "TrafficNotMigrated",
+                        "Traffic is not yet migrated to the latest revision.",
+                    ),
+                    cond(
+                        "RoutesReady",
+                        "Unknown",
+                        "TrafficNotMigrated",
+                        "Traffic is not yet migrated to the latest revision.",
+                    ),
+                ],
+                &["app-00001"],
+            ),
+            vec![],
+        )
+        .expect(
+            Phase::Pending,
+            "TrafficNotMigrated: Traffic is not yet migrated to the latest revision.",
+            None,
+        ),
+        case(
+            "a2.7 stopped (label only, nothing observed serving)",
+            ksvc(stopped(), 1, 1, vec![ready()], &[]),
+            vec![],
+        )
+        .expect(
+            Phase::Stopped,
+            "App scaled to zero",
+            Some(Substate::ScaledToZero),
+        ),
+        // Gap fixes.
+        case(
+            "stale generation with Ready=True is DEPLOYING",
+            ksvc(json!({}), 3, 2, vec![ready()], &["app-00001"]),
+            vec![],
+        )
+        .expect(
+            Phase::Deploying,
+            "OutOfDate: generation 3 is not yet observed by Knative (observed 2)",
+            None,
+        ),
+        case(
+            "stale generation with Ready=False is DEPLOYING",
+            ksvc(
+                json!({}),
+                3,
+                2,
+                vec![cond("Ready", "False", "RevisionFailed", "boom")],
+                &["app-00001"],
+            ),
+            vec![],
+        )
+        .expect(
+            Phase::Deploying,
+            "OutOfDate: generation 3 is not yet observed by Knative (observed 2)",
+            None,
+        ),
+        case(
+            "stopped but Knative has not observed it",
+            ksvc(stopped(), 3, 2, vec![ready()], &["app-00001"]),
+            vec![],
+        )
+        .expect(
+            Phase::Stopping,
+            "Stopping: waiting for Knative to observe the stop",
+            None,
+        ),
+        case(
+            "stopped but traffic still on the old revision",
+            ksvc(stopped(), 2, 2, vec![ready()], &["app-00001"]),
+            vec![rev("app-00001", 2, vec![])],
+        )
+        .expect(
+            Phase::Stopping,
+            "Stopping: traffic still goes to revision app-00001",
+            None,
+        ),
+        case(
+            "stopped, traffic moved, old revision still has pods",
+            ksvc(stopped(), 2, 2, vec![ready()], &["app-00002"]),
+            vec![
+                rev("app-00001", 1, vec![]),
+                rev("app-00002", 0, no_traffic()),
+            ],
+        )
+        .expect(
+            Phase::Stopping,
+            "Stopping: revision app-00001 still has pods",
+            None,
+        ),
+        case(
+            "stopped and drained",
+            ksvc(stopped(), 2, 2, vec![ready()], &["app-00002"]),
+            vec![
+                rev("app-00001", 0, no_traffic()),
+                rev("app-00002", 0, no_traffic()),
+            ],
+        )
+        .expect(
+            Phase::Stopped,
+            "App scaled to zero",
+            Some(Substate::ScaledToZero),
+        ),
+        case(
+            "stopped and old revision deleted",
+            ksvc(stopped(), 2, 2, vec![ready()], &["app-00002"]),
+            vec![rev("app-00002", 0, vec![])],
+        )
+        .expect(
+            Phase::Stopped,
+            "App scaled to zero",
+            Some(Substate::ScaledToZero),
+        ),
+        // Other combinations.
+        case("no status yet", ksvc(json!({}), 1, 1, vec![], &[]), vec![]).expect(
+            Phase::Pending,
+            "Waiting for Knative to report the service",
+            None,
+        ),
+        case(
+            "bare Ready=Unknown",
+            ksvc(json!({}), 1, 1, vec![cond("Ready", "Unknown", "", "")], &[]),
+            vec![],
+        )
+        .expect(Phase::Pending, "Service is not ready yet", None),
+        case(
+            "configuration ready, routes migrating",
+            ksvc(
+                json!({}),
+                1,
+                1,
+                vec![
+                    cond("ConfigurationsReady", "True", "", ""),
+                    cond("Ready", "Unknown", "IngressNotConfigured", ""),
+                ],
+                &[],
+            ),
+            vec![],
+        )
+        .expect(Phase::Deploying, "IngressNotConfigured: ", None),
+        case(
+            "failed, revision missing",
+            ksvc(
+                json!({}),
+                1,
+                1,
+                vec![cond(
+                    "Ready",
+                    "False",
+                    "RevisionMissing",
+                    "Revision \"app-00001\" referenced in traffic not found.",
+                )],
+                &[],
+            ),
+            vec![],
+        )
+        .expect(
+            Phase::Failed,
+            "RevisionMissing: Revision \"app-00001\" referenced in traffic not found.",
+            None,
+        ),
+        case(
+            "failed, image pull",
+            ksvc(
+                json!({}),
+                1,
+                1,
+                vec![cond("Ready", "False", "RevisionFailed", "x")],
+                &[],
+            ),
+            vec![rev(
+                "app-00002",
+                0,
+                vec![cond(
+                    "ResourcesAvailable",
+                    "False",
+                    "ImagePullBackOff",
+                    "no image",
+                )],
+            )],
+        )
+        .expect(
+            Phase::Failed,
+            "RevisionFailed: x",
+            Some(Substate::ImagePullError),
+        ),
+        case(
+            "failed, crash loop via exit code",
+            ksvc(
+                json!({}),
+                1,
+                1,
+                vec![cond("Ready", "False", "RevisionFailed", "x")],
+                &[],
+            ),
+            vec![rev(
+                "app-00002",
+                0,
+                vec![cond(
+                    "ContainerHealthy",
+                    "False",
+                    "ExitCode1",
+                    "Container failed",
+                )],
+            )],
+        )
+        .expect(
+            Phase::Failed,
+            "RevisionFailed: x",
+            Some(Substate::CrashLoop),
+        ),
+        case(
+            "failed, OOM in the nested message",
+            ksvc(
+                json!({}),
+                1,
+                1,
+                vec![cond(
+                    "Ready",
+                    "False",
+                    "RevisionFailed",
+                    "Revision \"app-00002\" failed with message: OOMKilled.",
+                )],
+                &[],
+            ),
+            vec![],
+        )
+        .expect(
+            Phase::Failed,
+            "RevisionFailed: Revision \"app-00002\" failed with message: OOMKilled.",
+            Some(Substate::OomKilled),
+        ),
+        case(
+            "pending, progress deadline",
+            ksvc(json!({}), 1, 1, vec![cond("Ready", "Unknown", "", "")], &[]),
+            vec![rev(
+                "app-00002",
+                0,
+                vec![cond(
+                    "ResourcesAvailable",
+                    "False",
+                    "ProgressDeadlineExceeded",
+                    "Initial scale was never achieved",
+                )],
+            )],
+        )
+        .expect(
+            Phase::Pending,
+            "Service is not ready yet",
+            Some(Substate::ProgressDeadlineExceeded),
+        ),
+        case(
+            "active, scaled to zero",
+            ksvc(json!({}), 1, 1, vec![ready()], &["app-00001"]),
+            vec![rev("app-00001", 0, no_traffic())],
+        )
+        .expect(
+            Phase::Active,
+            "Service is ready",
+            Some(Substate::ScaledToZero),
+        ),
+        case(
+            "active, scaling from zero",
+            ksvc(json!({}), 1, 1, vec![ready()], &["app-00001"]),
+            vec![rev(
+                "app-00001",
+                0,
+                vec![cond("Active", "Unknown", "Queued", "buffered")],
+            )],
+        )
+        .expect(
+            Phase::Active,
+            "Service is ready",
+            Some(Substate::ScalingFromZero),
+        ),
+        case(
+            "stop label false is running",
+            ksvc(
+                json!({"flyte.org/app-stopped": "false"}),
+                1,
+                1,
+                vec![ready()],
+                &[],
+            ),
+            vec![],
+        )
+        .expect(Phase::Active, "Service is ready", None),
+    ]
+}
+
+#[test]
+fn status_table() {
+    for c in cases() {
+        let got = status_for(&c.ksvc, &c.revisions, NOW);
+        assert_eq!(
+            (got.phase, got.message.as_str(), got.substate),
+            (c.phase, c.message, c.substate),
+            "{}",
+            c.name
+        );
+        assert_eq!(
+            got.url.as_deref(),
+            Some("http://app.ns.example"),
+            "{}",
+            c.name
+        );
+    }
+}
+
+#[test]
+fn replicas_come_from_the_latest_ready_revision() {
+    let k = ksvc(
+        json!({}),
+        1,
+        1,
+        vec![cond("Ready", "True", "", "")],
+        &["app-00001"],
+    );
+    let got = status_for(
+        &k,
+        &[rev("app-00001", 4, vec![]), rev("app-00002", 9, vec![])],
+        NOW,
+    );
+    assert_eq!(got.replicas, Some(4));
+}
+
+#[test]
+fn revisions_of_other_services_are_ignored() {
+    let k = ksvc(stopped(), 2, 2, vec![], &["app-00002"]);
+    let mut other = rev("other-00001", 3, vec![]);
+    other.metadata.labels = Some([("serving.knative.dev/service".into(), "other".into())].into());
+    assert_eq!(status_for(&k, &[other], NOW).phase, Phase::Stopped);
+}
+
+#[test]
+fn transition_time_is_knatives_or_now() {
+    let k = ksvc(json!({}), 1, 1, vec![cond("Ready", "True", "", "")], &[]);
+    assert_eq!(status_for(&k, &[], NOW).last_transition_time, LTT);
+    let k = ksvc(stopped(), 1, 1, vec![], &[]);
+    assert_eq!(status_for(&k, &[], NOW).last_transition_time, NOW);
+}
+
+#[test]
+fn phases_serialise_as_flyte_names() {
+    assert_eq!(
+        serde_json::to_value(Phase::Stopping).unwrap(),
+        json!("STOPPING")
+    );
+    assert_eq!(
+        serde_json::to_value(Substate::OomKilled).unwrap(),
+        json!("OOM_KILLED")
+    );
+    assert!(
+        Phase::ALL
+            .iter()
+            .all(|p| serde_json::to_value(p).unwrap() == json!(p.as_str()))
+    );
+}
