@@ -54,6 +54,15 @@ fn deleted(plan: &Plan) -> Vec<&str> {
         .collect()
 }
 
+/// (case, service, revisions, revisions deleted, stop edits applied)
+type PlanCase = (
+    &'static str,
+    KService,
+    Vec<Revision>,
+    Vec<&'static str>,
+    bool,
+);
+
 #[test]
 fn plan_table() {
     let old = || {
@@ -63,7 +72,7 @@ fn plan_table() {
             rev("app-00003", 0, false),
         ]
     };
-    let cases: Vec<(&str, KService, Vec<Revision>, Vec<&str>, bool)> = vec![
+    let cases: Vec<PlanCase> = vec![
         (
             "running app: nothing",
             ksvc(false, false, 2, 2, &["app-00003"]),
