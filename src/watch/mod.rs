@@ -5,6 +5,8 @@
 //! Shape: observed objects (reflector stores) → pure [`status::status_for`] / [`plan::plan`] →
 //! API writes. Admission never waits on this module.
 
+pub mod http;
+pub mod hub;
 pub mod plan;
 pub mod status;
 pub mod view;
