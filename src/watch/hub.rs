@@ -89,7 +89,7 @@ pub enum Change {
     /// The app appeared, or its phase, message or substate changed.
     Transition {
         previous: Option<Phase>,
-        record: AppRecord,
+        record: Box<AppRecord>,
     },
     /// Only replicas, URL or identity changed.
     Refresh,
@@ -148,7 +148,7 @@ impl Hub {
             None => {
                 let change = Change::Transition {
                     previous: None,
-                    record: record.clone(),
+                    record: Box::new(record.clone()),
                 };
                 (
                     WatchEvent::Created {
@@ -173,7 +173,7 @@ impl Hub {
                 let previous = Some(old.status.phase);
                 let change = Change::Transition {
                     previous,
-                    record: record.clone(),
+                    record: Box::new(record.clone()),
                 };
                 (
                     WatchEvent::Updated {
