@@ -7,6 +7,8 @@
 
 pub mod http;
 pub mod hub;
+pub mod kapi;
+pub mod metrics;
 pub mod plan;
 pub mod status;
 pub mod view;
