@@ -5,9 +5,11 @@
 //! Shape: observed objects (reflector stores) → pure [`status::status_for`] / [`plan::plan`] →
 //! API writes. Admission never waits on this module.
 
+pub mod edit;
 pub mod http;
 pub mod hub;
 pub mod kapi;
+pub mod leader;
 pub mod metrics;
 pub mod plan;
 pub mod status;

@@ -5,15 +5,14 @@
 //! Never deletes a revision still named in `status.traffic`, the latest created or latest ready
 //! one, or one annotated `serving.knative.dev/no-gc: "true"`. Reads no clock. Must never do I/O.
 
-use serde_json::{Map, Value};
-
 use super::view::{KService, Revision};
 use crate::keys;
 
 /// One write the shell performs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Set min-scale 0 and cluster-local visibility on the Service (see [`apply_stop_edits`]).
+    /// Set min-scale 0 and cluster-local visibility on the Service (see
+    /// [`super::edit::apply_stop_edits`]).
     ApplyStopEdits,
     /// Delete a revision, with its uid and resourceVersion as preconditions.
     DeleteRevision {
@@ -89,53 +88,6 @@ fn waiting(what: &str) -> Plan {
 pub fn has_stop_edits(ksvc: &KService) -> bool {
     ksvc.template_annotation(keys::ANNOTATION_MIN_SCALE) == Some("0")
         && ksvc.label(keys::LABEL_VISIBILITY) == Some(keys::VISIBILITY_CLUSTER_LOCAL)
-}
-
-/// Edit a raw Service in place: label `networking.knative.dev/visibility: cluster-local` and template
-/// annotation `autoscaling.knative.dev/min-scale: "0"`, creating missing parents and leaving every
-/// other field alone. Returns whether anything changed.
-pub fn apply_stop_edits(ksvc: &mut Value) -> bool {
-    let label = set_in(
-        ksvc,
-        &["metadata", "labels"],
-        keys::LABEL_VISIBILITY,
-        keys::VISIBILITY_CLUSTER_LOCAL,
-    );
-    let scale = set_in(
-        ksvc,
-        &["spec", "template", "metadata", "annotations"],
-        keys::ANNOTATION_MIN_SCALE,
-        "0",
-    );
-    label || scale
-}
-
-/// Set `path…/key = value` on a JSON object, creating (or replacing non-object) parents.
-pub fn set_in(root: &mut Value, path: &[&str], key: &str, value: &str) -> bool {
-    let mut node = root;
-    for segment in path {
-        if !node.is_object() {
-            *node = Value::Object(Map::new());
-        }
-        let Value::Object(map) = node else {
-            return false;
-        };
-        node = map
-            .entry(*segment)
-            .or_insert_with(|| Value::Object(Map::new()));
-    }
-    if !node.is_object() {
-        *node = Value::Object(Map::new());
-    }
-    let Value::Object(map) = node else {
-        return false;
-    };
-    let new = Value::String(value.to_owned());
-    if map.get(key) == Some(&new) {
-        return false;
-    }
-    map.insert(key.to_owned(), new);
-    true
 }
 
 #[cfg(test)]

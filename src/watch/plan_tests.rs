@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::watch::edit::apply_stop_edits;
 
 fn ksvc(stopped: bool, edits: bool, generation: i64, observed: i64, traffic: &[&str]) -> KService {
     let mut labels = json!({"flyte.org/app-name": "app"});
