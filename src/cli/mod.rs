@@ -1,5 +1,7 @@
 //! The subcommands: thin shells over the pure core.
 
+pub mod app;
+
 use crate::config::{Cli, Command};
 
 /// Run the parsed command line.
@@ -9,5 +11,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}-{}-{}", args.name, args.project, args.domain);
             Ok(())
         }
+        Command::App(args) => app::run(args),
     }
 }

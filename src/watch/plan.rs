@@ -5,6 +5,8 @@
 //! Never deletes a revision still named in `status.traffic`, the latest created or latest ready
 //! one, or one annotated `serving.knative.dev/no-gc: "true"`. Reads no clock. Must never do I/O.
 
+use std::borrow::Borrow;
+
 use super::view::{KService, Revision};
 use crate::keys;
 
@@ -32,7 +34,7 @@ pub struct Plan {
 
 /// Plan the writes for one Service from the cache. Running apps and unmanaged Services get an
 /// empty plan.
-pub fn plan(ksvc: &KService, revisions: &[Revision]) -> Plan {
+pub fn plan<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R]) -> Plan {
     if !ksvc.is_managed() || !ksvc.is_stopped() {
         return Plan::default();
     }
@@ -56,6 +58,7 @@ pub fn plan(ksvc: &KService, revisions: &[Revision]) -> Plan {
     };
     let mut doomed: Vec<&Revision> = revisions
         .iter()
+        .map(Borrow::borrow)
         .filter(|r| r.namespace() == ksvc.namespace() && r.service() == Some(ksvc.name()))
         .filter(|r| r.has_pods() && !protected(r))
         .collect();

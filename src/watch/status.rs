@@ -6,6 +6,8 @@
 //! desired, and until then the app is STOPPING; the substate is filled from Knative's reasons.
 //! Reads no clock: `now` is an argument. Must never do I/O.
 
+use std::borrow::Borrow;
+
 use serde::{Deserialize, Serialize};
 
 use super::view::{Condition, KService, Revision, condition};
@@ -83,9 +85,10 @@ impl AppStatus {
 }
 
 /// Map a Service and its Revisions (any order; others' revisions are ignored) to the app status.
-pub fn status_for(ksvc: &KService, revisions: &[Revision], now: &str) -> AppStatus {
+pub fn status_for<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R], now: &str) -> AppStatus {
     let own: Vec<&Revision> = revisions
         .iter()
+        .map(Borrow::borrow)
         .filter(|r| r.namespace() == ksvc.namespace() && r.service() == Some(ksvc.name()))
         .collect();
     let find = |name: &str| {

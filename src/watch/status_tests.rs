@@ -455,9 +455,15 @@ fn revisions_of_other_services_are_ignored() {
 #[test]
 fn transition_time_is_knatives_or_now() {
     let k = ksvc(json!({}), 1, 1, vec![cond("Ready", "True", "", "")], &[]);
-    assert_eq!(status_for(&k, &[], NOW).last_transition_time, LTT);
+    assert_eq!(
+        status_for::<Revision>(&k, &[], NOW).last_transition_time,
+        LTT
+    );
     let k = ksvc(stopped(), 1, 1, vec![], &[]);
-    assert_eq!(status_for(&k, &[], NOW).last_transition_time, NOW);
+    assert_eq!(
+        status_for::<Revision>(&k, &[], NOW).last_transition_time,
+        NOW
+    );
 }
 
 #[test]

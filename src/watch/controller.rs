@@ -1,0 +1,312 @@
+//! The controller shell: kube-runtime watchers and reflector stores for Services and Revisions, and
+//! a level-triggered reconcile of every app they touch.
+//!
+//! Every replica keeps the stores and the status hub current; only the leader runs the plan's
+//! writes and records Events. A broken watch resumes from its last resourceVersion (kube-runtime's
+//! watcher, with backoff); a failed reconcile is retried with backoff; a periodic resync and every
+//! gain of leadership reconcile everything again. Decisions live in `status` and `plan`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::hub::{AppKey, AppRecord, Change, Hub};
+use super::kapi::{self, Backoff};
+use super::leader::error_chain;
+use super::metrics::Metrics;
+use super::plan::{Action, plan};
+use super::status::status_for;
+use super::view::{KService, Revision};
+use super::writes::Writer;
+use crate::keys;
+
+/// How the loop runs.
+#[derive(Debug, Clone)]
+pub struct LoopOptions {
+    /// Watch one namespace, or all.
+    pub namespace: Option<String>,
+    /// The timeout of every API call.
+    pub api_timeout: Duration,
+    /// Backoff of conflicting writes and of failed reconciles.
+    pub backoff: Backoff,
+    /// How often every app is reconciled again, events or not.
+    pub resync_every: Duration,
+    /// This replica, as reported on Events.
+    pub identity: String,
+}
+
+/// What the loop shares with the rest of the server.
+#[derive(Clone)]
+pub struct Shared {
+    pub hub: Arc<Hub>,
+    /// Set once both caches have listed everything.
+    pub synced: Arc<AtomicBool>,
+    /// Whether this replica may write.
+    pub leader: watch::Receiver<bool>,
+    pub metrics: Metrics,
+}
+
+fn scoped<K>(client: Client, ns: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    }
+}
+
+struct State {
+    services: Store<KService>,
+    revisions: Store<Revision>,
+    dirty: BTreeSet<AppKey>,
+    retry: BTreeMap<AppKey, (Instant, u32)>,
+    services_listed: bool,
+    revisions_listed: bool,
+    relisted: bool,
+}
+
+impl State {
+    fn all_keys(&self) -> BTreeSet<AppKey> {
+        self.services.state().iter().map(|k| key_of(k)).collect()
+    }
+}
+
+fn key_of(k: &KService) -> AppKey {
+    AppKey {
+        namespace: k.namespace().to_owned(),
+        name: k.name().to_owned(),
+    }
+}
+
+/// Run the loop until the watch streams end (they do not, short of a dropped runtime).
+pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
+    let ns = opts.namespace.as_deref();
+    let (services, svc_writer) = reflector::store::<KService>();
+    let (revisions, rev_writer) = reflector::store::<Revision>();
+    let cfg = watcher::Config::default();
+    let svc_api = scoped::<KService>(client.clone(), ns);
+    let rev_api = scoped::<Revision>(client.clone(), ns);
+    let mut svc_events = pin!(reflector::reflector(
+        svc_writer,
+        watcher(svc_api, cfg.clone()).default_backoff()
+    ));
+    let mut rev_events = pin!(reflector::reflector(
+        rev_writer,
+        watcher(rev_api, cfg).default_backoff()
+    ));
+    let writer = Writer {
+        client,
+        timeout: opts.api_timeout,
+        backoff: opts.backoff,
+        identity: opts.identity.clone(),
+        metrics: shared.metrics.clone(),
+    };
+    let mut st = State {
+        services,
+        revisions,
+        dirty: BTreeSet::new(),
+        retry: BTreeMap::new(),
+        services_listed: false,
+        revisions_listed: false,
+        relisted: false,
+    };
+    let mut leader = shared.leader.clone();
+    let mut leader_alive = true;
+    let mut resync = tokio::time::interval(opts.resync_every);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let next_retry = st.retry.values().map(|(at, _)| *at).min();
+        tokio::select! {
+            ev = svc_events.next() => match ev {
+                Some(Ok(ev)) => on_service(&mut st, &shared.hub, ev),
+                Some(Err(error)) => watch_error(&shared.metrics, "services", &error),
+                None => return,
+            },
+            ev = rev_events.next() => match ev {
+                Some(Ok(ev)) => on_revision(&mut st, ev),
+                Some(Err(error)) => watch_error(&shared.metrics, "revisions", &error),
+                None => return,
+            },
+            _ = resync.tick() => st.dirty.extend(st.all_keys()),
+            changed = leader.changed(), if leader_alive => match changed {
+                Ok(()) if *leader.borrow() => st.dirty.extend(st.all_keys()),
+                Ok(()) => {}
+                Err(_) => leader_alive = false,
+            },
+            _ = tokio::time::sleep_until(next_retry.unwrap_or_else(Instant::now)), if next_retry.is_some() => {
+                let now = Instant::now();
+                let due: Vec<AppKey> = st.retry.iter().filter(|(_, (at, _))| *at <= now).map(|(k, _)| k.clone()).collect();
+                st.dirty.extend(due);
+            }
+        }
+        if !(st.services_listed && st.revisions_listed) {
+            continue;
+        }
+        if !shared.synced.load(Ordering::Acquire) || st.relisted {
+            // A (re)list is complete: forget deleted apps, look at everything again.
+            let live = st.all_keys();
+            shared.hub.retain(&live);
+            st.dirty.extend(live);
+            st.relisted = false;
+            if !shared.synced.swap(true, Ordering::AcqRel) {
+                tracing::info!(apps = st.services.len(), "app cache synced");
+            }
+        }
+        let leading = *shared.leader.borrow();
+        for key in std::mem::take(&mut st.dirty) {
+            let span =
+                tracing::debug_span!("reconcile", ns = %key.namespace, name = %key.name, leading);
+            match reconcile(&st, &shared, &writer, &key, leading)
+                .instrument(span)
+                .await
+            {
+                Ok(()) => {
+                    st.retry.remove(&key);
+                }
+                Err(error) => {
+                    shared.metrics.error("write");
+                    let attempt = st.retry.get(&key).map_or(0, |(_, n)| n + 1);
+                    let delay = opts.backoff.delay(attempt);
+                    tracing::warn!(ns = %key.namespace, name = %key.name, error = %error_chain(&error), ?delay, "reconcile failed; retrying");
+                    st.retry.insert(key, (Instant::now() + delay, attempt));
+                }
+            }
+        }
+        shared.metrics.refresh_apps(&shared.hub);
+    }
+}
+
+fn watch_error(metrics: &Metrics, what: &str, error: &watcher::Error) {
+    metrics.error("watch");
+    tracing::warn!(resource = what, error = %error_chain(error), "watch failed; resuming with backoff");
+}
+
+fn on_service(st: &mut State, hub: &Hub, ev: watcher::Event<KService>) {
+    match ev {
+        watcher::Event::Apply(k) | watcher::Event::InitApply(k) => {
+            st.dirty.insert(key_of(&k));
+        }
+        watcher::Event::Delete(k) => {
+            let key = key_of(&k);
+            st.dirty.remove(&key);
+            st.retry.remove(&key);
+            hub.remove(&key);
+        }
+        watcher::Event::Init => {}
+        watcher::Event::InitDone => {
+            st.relisted = st.services_listed;
+            st.services_listed = true;
+        }
+    }
+}
+
+fn on_revision(st: &mut State, ev: watcher::Event<Revision>) {
+    match ev {
+        watcher::Event::Apply(r) | watcher::Event::InitApply(r) | watcher::Event::Delete(r) => {
+            if let Some(service) = r.service() {
+                st.dirty.insert(AppKey {
+                    namespace: r.namespace().to_owned(),
+                    name: service.to_owned(),
+                });
+            }
+        }
+        watcher::Event::Init => {}
+        watcher::Event::InitDone => {
+            st.relisted |= st.revisions_listed;
+            st.revisions_listed = true;
+        }
+    }
+}
+
+/// The record served for a Service.
+pub fn record_of(ksvc: &KService, status: super::status::AppStatus) -> AppRecord {
+    let label = |k: &str| ksvc.label(k).map(str::to_owned);
+    AppRecord {
+        namespace: ksvc.namespace().to_owned(),
+        name: ksvc.name().to_owned(),
+        project: label(keys::LABEL_PROJECT),
+        domain: label(keys::LABEL_DOMAIN),
+        app_name: label(keys::LABEL_APP_NAME),
+        status,
+    }
+}
+
+/// Reconcile one app: status for everyone; the plan's writes for the leader.
+async fn reconcile(
+    st: &State,
+    shared: &Shared,
+    writer: &Writer,
+    key: &AppKey,
+    leading: bool,
+) -> kapi::Result<()> {
+    let started = std::time::Instant::now();
+    shared.metrics.reconciles.inc();
+    let found = st
+        .services
+        .get(&ObjectRef::new(&key.name).within(&key.namespace));
+    let Some(ksvc) = found.filter(|k| k.is_managed()) else {
+        shared.hub.remove(key);
+        return Ok(());
+    };
+    let revisions = st
+        .revisions
+        .state_filter(|r| r.namespace() == key.namespace && r.service() == Some(key.name.as_str()));
+    let status = status_for(&ksvc, &revisions, &Timestamp::now().to_string());
+    let change = shared.hub.upsert(record_of(&ksvc, status));
+    if !leading {
+        return Ok(());
+    }
+    if let Change::Transition {
+        previous: Some(previous),
+        record,
+    } = &change
+    {
+        writer.transition_event(&ksvc, *previous, record).await;
+    }
+    let planned = plan(&ksvc, &revisions);
+    if let Some(waiting) = &planned.waiting {
+        tracing::debug!(waiting, "stop not finished");
+    }
+    for action in planned.actions {
+        match action {
+            Action::ApplyStopEdits => {
+                writer.apply_stop_edits(key).await?;
+            }
+            Action::DeleteRevision {
+                name,
+                uid,
+                resource_version,
+            } => {
+                let deleted = writer
+                    .delete_revision(key, &name, uid, resource_version)
+                    .await?;
+                if deleted == kapi::Deleted::Deleted {
+                    let note = format!(
+                        "deleted revision {name}: the app is stopped and traffic has left it"
+                    );
+                    writer
+                        .event(&ksvc, false, "RevisionDeleted", "Delete", note)
+                        .await;
+                }
+            }
+        }
+    }
+    shared
+        .metrics
+        .duration
+        .observe(started.elapsed().as_secs_f64());
+    Ok(())
+}
