@@ -10,6 +10,7 @@ use std::borrow::Borrow;
 
 use serde::{Deserialize, Serialize};
 
+use super::plan::has_stop_edits;
 use super::view::{Condition, KService, Revision, condition};
 
 /// The phase of an app.
@@ -176,9 +177,15 @@ pub fn message_of(c: &Condition) -> String {
     }
 }
 
-/// STOPPED only when observed: Knative saw the stopped spec, traffic left every other revision,
-/// and no revision still holds pods. Otherwise STOPPING, saying what it waits for.
+/// STOPPED only when observed: the stop edits are on the Service (no external route, min-scale
+/// 0), Knative saw that spec, traffic left every other revision, and no revision still holds
+/// pods. Otherwise STOPPING, saying what it waits for.
 fn stop_progress(ksvc: &KService, own: &[&Revision]) -> (Phase, String) {
+    if !has_stop_edits(ksvc) {
+        let message =
+            "Stopping: waiting for min-scale 0 and cluster-local visibility to be applied";
+        return (Phase::Stopping, message.into());
+    }
     if !ksvc.generation_observed() {
         return (
             Phase::Stopping,

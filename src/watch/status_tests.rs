@@ -25,7 +25,10 @@ fn ksvc(
     serde_json::from_value(json!({
         "apiVersion": "serving.knative.dev/v1", "kind": "Service",
         "metadata": {"name": "app", "namespace": "ns", "generation": generation, "labels": labels},
-        "spec": {"template": {"spec": {"containers": [{"image": "x"}]}}},
+        "spec": {"template": {
+            "metadata": {"annotations": {"autoscaling.knative.dev/min-scale": "0"}},
+            "spec": {"containers": [{"image": "x"}]}
+        }},
         "status": {
             "observedGeneration": observed, "conditions": conditions, "url": "http://app.ns.example",
             "latestCreatedRevisionName": "app-00002", "latestReadyRevisionName": "app-00001",
@@ -44,8 +47,9 @@ fn rev(name: &str, replicas: i32, conditions: Vec<Value>) -> Revision {
     .unwrap()
 }
 
+/// The stop label and the stop edits' visibility label (the template annotation is set in `ksvc`).
 fn stopped() -> Value {
-    json!({"flyte.org/app-stopped": "true"})
+    json!({"flyte.org/app-stopped": "true", "networking.knative.dev/visibility": "cluster-local"})
 }
 
 struct Case {
@@ -139,7 +143,7 @@ fn cases() -> Vec<Case> {
             None,
         ),
         case(
-            "a2.7 stopped (label only, nothing observed serving)",
+            "a2.7 stopped (stop edits applied, nothing observed serving)",
             ksvc(stopped(), 1, 1, vec![ready()], &[]),
             vec![],
         )
@@ -149,6 +153,22 @@ fn cases() -> Vec<Case> {
             Some(Substate::ScaledToZero),
         ),
         // Gap fixes.
+        case(
+            "stop label only: Flyte says STOPPED, but the route is still external",
+            ksvc(
+                json!({"flyte.org/app-stopped": "true"}),
+                1,
+                1,
+                vec![ready()],
+                &[],
+            ),
+            vec![],
+        )
+        .expect(
+            Phase::Stopping,
+            "Stopping: waiting for min-scale 0 and cluster-local visibility to be applied",
+            None,
+        ),
         case(
             "stale generation with Ready=True is DEPLOYING",
             ksvc(json!({}), 3, 2, vec![ready()], &["app-00001"]),

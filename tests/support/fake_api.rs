@@ -1,0 +1,477 @@
+//! A Kubernetes API server the tests control: plain HTTP on 127.0.0.1, real Kubernetes JSON.
+//!
+//! Lists carry a resourceVersion; watches stream `{"type":"ADDED","object":…}` lines, replay
+//! history after the requested resourceVersion (so a broken watch can resume) and can be cut
+//! with [`FakeApi::disconnect_watches`]; writes check resourceVersion and delete preconditions and
+//! answer 409/404 with `Status` bodies; [`FakeApi::fail_puts`] injects conflicting writers. Every
+//! request is recorded. Only what the watch loop and the `app` CLI use is implemented.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+
+type Key = (String, String, String); // resource, namespace, name
+
+/// One recorded request.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: Method,
+    pub resource: String,
+    pub name: Option<String>,
+    pub query: HashMap<String, String>,
+    pub body: Value,
+}
+
+#[derive(Debug, Clone)]
+struct Change {
+    rv: u64,
+    resource: String,
+    namespace: String,
+    kind: &'static str,
+    object: Value,
+}
+
+#[derive(Default)]
+struct Inner {
+    objects: BTreeMap<Key, Value>,
+    rv: u64,
+    uid: u64,
+    history: Vec<Change>,
+    requests: Vec<Request>,
+    conflicts: HashMap<String, u32>,
+}
+
+/// The fake API server.
+#[derive(Clone)]
+pub struct FakeApi {
+    pub addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+    changes: broadcast::Sender<Change>,
+    cut: Arc<watch::Sender<u64>>,
+}
+
+struct Path {
+    resource: String,
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
+fn parse(uri: &Uri) -> Option<Path> {
+    let parts: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
+    let rest = match *parts.first()? {
+        "api" => parts.get(2..)?,
+        "apis" => parts.get(3..)?,
+        _ => return None,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] => (Some(ns.to_string()), rest),
+        rest => (None, rest),
+    };
+    match rest {
+        [resource] => Some(Path {
+            resource: resource.to_string(),
+            namespace,
+            name: None,
+        }),
+        [resource, name] => Some(Path {
+            resource: resource.to_string(),
+            namespace,
+            name: Some(name.to_string()),
+        }),
+        _ => None,
+    }
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Response {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                      "message": message, "reason": reason, "code": code});
+    (StatusCode::from_u16(code).unwrap(), axum::Json(body)).into_response()
+}
+
+fn matches(obj: &Value, q: &HashMap<String, String>) -> bool {
+    let labels_ok = q.get("labelSelector").is_none_or(|sel| {
+        sel.split(',').filter(|s| !s.is_empty()).all(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            obj["metadata"]["labels"][k].as_str() == Some(v)
+        })
+    });
+    let fields_ok = q.get("fieldSelector").is_none_or(|sel| {
+        sel.split(',')
+            .filter(|s| !s.is_empty())
+            .all(|kv| match kv.split_once('=') {
+                Some(("metadata.name", v)) => obj["metadata"]["name"].as_str() == Some(v),
+                Some(("metadata.namespace", v)) => obj["metadata"]["namespace"].as_str() == Some(v),
+                _ => true,
+            })
+    });
+    labels_ok && fields_ok
+}
+
+impl FakeApi {
+    /// Start the server on 127.0.0.1, port chosen by the OS.
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (changes, _) = broadcast::channel(4096);
+        let fake = FakeApi {
+            addr: listener.local_addr().unwrap(),
+            inner: Arc::default(),
+            changes,
+            cut: Arc::new(watch::channel(0).0),
+        };
+        let app = Router::new().fallback(handle).with_state(fake.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        fake
+    }
+
+    /// A client pointed at this server.
+    pub fn client(&self) -> kube::Client {
+        let uri: axum::http::Uri = format!("http://{}", self.addr).parse().unwrap();
+        let config = kube::Config::new(uri);
+        kube::Client::try_from(config).unwrap()
+    }
+
+    /// Create or replace an object as another controller (Knative, a user) would, keeping the
+    /// stored generation unless the object sets one.
+    pub fn put(&self, resource: &str, mut obj: Value) {
+        let mut inner = self.inner.lock().unwrap();
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let name = obj["metadata"]["name"].as_str().unwrap().to_owned();
+        let key = (resource.to_owned(), ns.clone(), name);
+        let existing = inner.objects.get(&key).cloned();
+        if obj["metadata"]["uid"].is_null() {
+            inner.uid += 1;
+            let uid = existing
+                .as_ref()
+                .map_or(json!(format!("uid-{}", inner.uid)), |e| {
+                    e["metadata"]["uid"].clone()
+                });
+            obj["metadata"]["uid"] = uid;
+        }
+        if obj["metadata"]["generation"].is_null() {
+            obj["metadata"]["generation"] = existing
+                .as_ref()
+                .map_or(json!(1), |e| e["metadata"]["generation"].clone());
+        }
+        let kind = if existing.is_some() {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        self.commit(&mut inner, key, kind, obj);
+    }
+
+    /// Delete an object as another controller would.
+    pub fn remove(&self, resource: &str, ns: &str, name: &str) {
+        let mut inner = self.inner.lock().unwrap();
+        let key = (resource.to_owned(), ns.to_owned(), name.to_owned());
+        if let Some(obj) = inner.objects.get(&key).cloned() {
+            self.commit(&mut inner, key, "DELETED", obj);
+        }
+    }
+
+    fn commit(&self, inner: &mut Inner, key: Key, kind: &'static str, mut obj: Value) -> Value {
+        inner.rv += 1;
+        obj["metadata"]["resourceVersion"] = json!(inner.rv.to_string());
+        if kind == "DELETED" {
+            inner.objects.remove(&key);
+        } else {
+            inner.objects.insert(key.clone(), obj.clone());
+        }
+        let change = Change {
+            rv: inner.rv,
+            resource: key.0,
+            namespace: key.1,
+            kind,
+            object: obj.clone(),
+        };
+        inner.history.push(change.clone());
+        let _ = self.changes.send(change);
+        obj
+    }
+
+    /// The stored object.
+    pub fn get(&self, resource: &str, ns: &str, name: &str) -> Option<Value> {
+        let key = (resource.to_owned(), ns.to_owned(), name.to_owned());
+        self.inner.lock().unwrap().objects.get(&key).cloned()
+    }
+
+    /// Every stored object of a resource.
+    pub fn all(&self, resource: &str) -> Vec<Value> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .objects
+            .iter()
+            .filter(|(k, _)| k.0 == resource)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// The recorded requests.
+    pub fn requests(&self) -> Vec<Request> {
+        self.inner.lock().unwrap().requests.clone()
+    }
+
+    /// The recorded requests with this method on this resource.
+    pub fn requests_to(&self, method: Method, resource: &str) -> Vec<Request> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == method && r.resource == resource)
+            .collect()
+    }
+
+    /// Make the next `n` PUTs on `resource` lose a race: another writer changes the object first
+    /// (annotation `fake/concurrent-writes`), and the PUT gets 409 Conflict.
+    pub fn fail_puts(&self, resource: &str, n: u32) {
+        self.inner
+            .lock()
+            .unwrap()
+            .conflicts
+            .insert(resource.to_owned(), n);
+    }
+
+    /// End every open watch stream, as an API server restart or a load balancer would.
+    pub fn disconnect_watches(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
+}
+
+async fn handle(
+    State(fake): State<FakeApi>,
+    method: Method,
+    uri: Uri,
+    Query(query): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    if uri.path() == "/version" {
+        return axum::Json(json!({"major": "1", "minor": "35", "gitVersion": "v1.35.0-fake"}))
+            .into_response();
+    }
+    let Some(path) = parse(&uri) else {
+        return status(404, "NotFound", "no such path");
+    };
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    fake.inner.lock().unwrap().requests.push(Request {
+        method: method.clone(),
+        resource: path.resource.clone(),
+        name: path.name.clone(),
+        query: query.clone(),
+        body: body.clone(),
+    });
+    match (method, path.name.clone()) {
+        (Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+            watch_stream(&fake, &path, &query)
+        }
+        (Method::GET, None) => list(&fake, &path, &query),
+        (Method::GET, Some(name)) => match fake.get(
+            &path.resource,
+            path.namespace.as_deref().unwrap_or(""),
+            &name,
+        ) {
+            Some(obj) => axum::Json(obj).into_response(),
+            None => status(
+                404,
+                "NotFound",
+                &format!("{} \"{name}\" not found", path.resource),
+            ),
+        },
+        (Method::POST, None) => create(&fake, &path, body),
+        (Method::PUT, Some(name)) => replace(&fake, &path, &name, body),
+        (Method::DELETE, Some(name)) => delete(&fake, &path, &name, &body),
+        _ => status(405, "MethodNotAllowed", "not implemented by the fake"),
+    }
+}
+
+fn list(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
+    let inner = fake.inner.lock().unwrap();
+    let items: Vec<Value> = inner
+        .objects
+        .iter()
+        .filter(|(k, v)| {
+            k.0 == path.resource
+                && path.namespace.as_ref().is_none_or(|ns| &k.1 == ns)
+                && matches(v, q)
+        })
+        .map(|(_, v)| v.clone())
+        .collect();
+    axum::Json(json!({"apiVersion": "v1", "kind": "List",
+                      "metadata": {"resourceVersion": inner.rv.to_string()}, "items": items}))
+    .into_response()
+}
+
+fn watch_stream(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
+    let since: u64 = q
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let inner = fake.inner.lock().unwrap();
+    let (resource, ns, q) = (path.resource.clone(), path.namespace.clone(), q.clone());
+    let wanted = move |c: &Change| {
+        c.resource == resource
+            && ns.as_ref().is_none_or(|n| &c.namespace == n)
+            && matches(&c.object, &q)
+    };
+    let replay: Vec<Change> = inner
+        .history
+        .iter()
+        .filter(|c| c.rv > since && wanted(c))
+        .cloned()
+        .collect();
+    let live = fake.changes.subscribe();
+    let mut cut = fake.cut.subscribe();
+    cut.mark_unchanged();
+    drop(inner);
+    let line =
+        |c: &Change| Bytes::from(format!("{}\n", json!({"type": c.kind, "object": c.object})));
+    let replayed = futures::stream::iter(
+        replay
+            .iter()
+            .map(line)
+            .map(Ok::<_, std::io::Error>)
+            .collect::<Vec<_>>(),
+    );
+    let live = futures::stream::unfold(
+        (live, cut, wanted),
+        move |(mut live, mut cut, wanted)| async move {
+            loop {
+                tokio::select! {
+                    _ = cut.changed() => return None,
+                    got = live.recv() => match got {
+                        Ok(c) if wanted(&c) => return Some((Ok(line(&c)), (live, cut, wanted))),
+                        Ok(_) => continue,
+                        Err(_) => return None,
+                    },
+                }
+            }
+        },
+    );
+    use futures::StreamExt;
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(Body::from_stream(replayed.chain(live)))
+        .unwrap()
+}
+
+fn create(fake: &FakeApi, path: &Path, mut obj: Value) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let ns = path.namespace.clone().unwrap_or_default();
+    let name = match obj["metadata"]["name"].as_str() {
+        Some(n) => n.to_owned(),
+        None => format!(
+            "{}{}",
+            obj["metadata"]["generateName"].as_str().unwrap_or("obj-"),
+            inner.rv + 1
+        ),
+    };
+    let key = (path.resource.clone(), ns.clone(), name.clone());
+    if inner.objects.contains_key(&key) {
+        return status(
+            409,
+            "AlreadyExists",
+            &format!("{} \"{name}\" already exists", path.resource),
+        );
+    }
+    inner.uid += 1;
+    obj["metadata"]["name"] = json!(name);
+    obj["metadata"]["namespace"] = json!(ns);
+    obj["metadata"]["uid"] = json!(format!("uid-{}", inner.uid));
+    obj["metadata"]["generation"] = json!(1);
+    let stored = fake.commit(&mut inner, key, "ADDED", obj);
+    (StatusCode::CREATED, axum::Json(stored)).into_response()
+}
+
+fn replace(fake: &FakeApi, path: &Path, name: &str, mut obj: Value) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let key = (
+        path.resource.clone(),
+        path.namespace.clone().unwrap_or_default(),
+        name.to_owned(),
+    );
+    let Some(stored) = inner.objects.get(&key).cloned() else {
+        return status(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", path.resource),
+        );
+    };
+    let conflict = format!(
+        "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+        path.resource
+    );
+    let race = match inner.conflicts.get_mut(&path.resource) {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            true
+        }
+        _ => false,
+    };
+    if race {
+        let mut raced = stored.clone();
+        let writes = raced["metadata"]["annotations"]["fake/concurrent-writes"]
+            .as_str()
+            .unwrap_or("0")
+            .parse::<u32>()
+            .unwrap()
+            + 1;
+        raced["metadata"]["annotations"]["fake/concurrent-writes"] = json!(writes.to_string());
+        fake.commit(&mut inner, key, "MODIFIED", raced);
+        return status(409, "Conflict", &conflict);
+    }
+    if obj["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"] {
+        return status(409, "Conflict", &conflict);
+    }
+    let generation = stored["metadata"]["generation"].as_i64().unwrap_or(1);
+    let bump = i64::from(obj.get("spec") != stored.get("spec"));
+    obj["metadata"]["generation"] = json!(generation + bump);
+    obj["metadata"]["uid"] = stored["metadata"]["uid"].clone();
+    if let Some(status) = stored.get("status") {
+        // The status subresource: a PUT of the main resource does not change it.
+        obj["status"] = status.clone();
+    }
+    let stored = fake.commit(&mut inner, key, "MODIFIED", obj);
+    axum::Json(stored).into_response()
+}
+
+fn delete(fake: &FakeApi, path: &Path, name: &str, options: &Value) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let key = (
+        path.resource.clone(),
+        path.namespace.clone().unwrap_or_default(),
+        name.to_owned(),
+    );
+    let Some(stored) = inner.objects.get(&key).cloned() else {
+        return status(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", path.resource),
+        );
+    };
+    let pre = &options["preconditions"];
+    for (field, have) in [
+        ("uid", &stored["metadata"]["uid"]),
+        ("resourceVersion", &stored["metadata"]["resourceVersion"]),
+    ] {
+        if !pre[field].is_null() && &pre[field] != have {
+            return status(
+                409,
+                "Conflict",
+                &format!(
+                    "Precondition failed: {field} in precondition: {}, {field} in object meta: {have}",
+                    pre[field]
+                ),
+            );
+        }
+    }
+    let gone = fake.commit(&mut inner, key, "DELETED", stored);
+    axum::Json(gone).into_response()
+}
