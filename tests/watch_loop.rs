@@ -1,4 +1,6 @@
 //! The watch loop against a Kubernetes API the tests control (tests/support/fake_api.rs).
+// Test helpers outside #[test] fns panic on a failed setup step, as the tests would.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
