@@ -15,19 +15,19 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::cache::{Cache, Evaluation, service_key};
 use super::hub::{AppKey, AppRecord, Change, Hub};
 use super::kapi::{self, Backoff};
 use super::leader::error_chain;
 use super::metrics::Metrics;
-use super::plan::{Action, plan};
-use super::status::status_for;
+use super::plan::Action;
 use super::view::{KService, Revision};
 use super::writes::Writer;
 use crate::keys;
@@ -69,8 +69,7 @@ where
 }
 
 struct State {
-    services: Store<KService>,
-    revisions: Store<Revision>,
+    cache: Cache,
     dirty: BTreeSet<AppKey>,
     retry: BTreeMap<AppKey, (Instant, u32)>,
     services_listed: bool,
@@ -80,14 +79,7 @@ struct State {
 
 impl State {
     fn all_keys(&self) -> BTreeSet<AppKey> {
-        self.services.state().iter().map(|k| key_of(k)).collect()
-    }
-}
-
-fn key_of(k: &KService) -> AppKey {
-    AppKey {
-        namespace: k.namespace().to_owned(),
-        name: k.name().to_owned(),
+        self.cache.keys()
     }
 }
 
@@ -115,8 +107,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
         metrics: shared.metrics.clone(),
     };
     let mut st = State {
-        services,
-        revisions,
+        cache: Cache::new(services, revisions),
         dirty: BTreeSet::new(),
         retry: BTreeMap::new(),
         services_listed: false,
@@ -162,7 +153,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
             st.dirty.extend(live);
             st.relisted = false;
             if !shared.synced.swap(true, Ordering::AcqRel) {
-                tracing::info!(apps = st.services.len(), "app cache synced");
+                tracing::info!(apps = st.cache.services.len(), "app cache synced");
             }
         }
         let leading = *shared.leader.borrow();
@@ -197,10 +188,10 @@ fn watch_error(metrics: &Metrics, what: &str, error: &watcher::Error) {
 fn on_service(st: &mut State, hub: &Hub, ev: watcher::Event<KService>) {
     match ev {
         watcher::Event::Apply(k) | watcher::Event::InitApply(k) => {
-            st.dirty.insert(key_of(&k));
+            st.dirty.insert(service_key(&k));
         }
         watcher::Event::Delete(k) => {
-            let key = key_of(&k);
+            let key = service_key(&k);
             st.dirty.remove(&key);
             st.retry.remove(&key);
             hub.remove(&key);
@@ -215,13 +206,11 @@ fn on_service(st: &mut State, hub: &Hub, ev: watcher::Event<KService>) {
 
 fn on_revision(st: &mut State, ev: watcher::Event<Revision>) {
     match ev {
-        watcher::Event::Apply(r) | watcher::Event::InitApply(r) | watcher::Event::Delete(r) => {
-            if let Some(service) = r.service() {
-                st.dirty.insert(AppKey {
-                    namespace: r.namespace().to_owned(),
-                    name: service.to_owned(),
-                });
-            }
+        watcher::Event::Apply(r) | watcher::Event::InitApply(r) => {
+            st.dirty.extend(st.cache.note_revision(&r, true));
+        }
+        watcher::Event::Delete(r) => {
+            st.dirty.extend(st.cache.note_revision(&r, false));
         }
         watcher::Event::Init => {}
         watcher::Event::InitDone => {
@@ -254,18 +243,17 @@ async fn reconcile(
 ) -> kapi::Result<()> {
     let started = std::time::Instant::now();
     shared.metrics.reconciles.inc();
-    let found = st
-        .services
-        .get(&ObjectRef::new(&key.name).within(&key.namespace));
-    let Some(ksvc) = found.filter(|k| k.is_managed()) else {
+    let Some(eval) = st.cache.evaluate(key, &Timestamp::now().to_string()) else {
         shared.hub.remove(key);
         return Ok(());
     };
-    let revisions = st
-        .revisions
-        .state_filter(|r| r.namespace() == key.namespace && r.service() == Some(key.name.as_str()));
-    let status = status_for(&ksvc, &revisions, &Timestamp::now().to_string());
-    let change = shared.hub.upsert(record_of(&ksvc, status));
+    let Evaluation {
+        ksvc,
+        plan: planned,
+        record,
+        ..
+    } = eval;
+    let change = shared.hub.upsert(record);
     if !leading {
         return Ok(());
     }
@@ -276,7 +264,6 @@ async fn reconcile(
     {
         writer.transition_event(&ksvc, *previous, record).await;
     }
-    let planned = plan(&ksvc, &revisions);
     if let Some(waiting) = &planned.waiting {
         tracing::debug!(waiting, "stop not finished");
     }

@@ -6,6 +6,7 @@
 //! API writes ([`writes`]). [`spawn`] returns at once: admission never waits on this module, and
 //! with no cluster reachable the loop logs once and keeps retrying with backoff.
 
+pub mod cache;
 pub mod controller;
 pub mod edit;
 pub mod http;
