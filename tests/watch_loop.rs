@@ -32,6 +32,34 @@ fn traffic_moves(fake: &FakeApi) {
     );
 }
 
+/// Every call the fake recorded is declared in `watch::API_CALLS` (what the RBAC test checks).
+fn assert_calls_declared(fake: &FakeApi) {
+    for r in fake.requests() {
+        let group = match r.resource.as_str() {
+            "services" | "revisions" => "serving.knative.dev",
+            "leases" => "coordination.k8s.io",
+            "events" => "events.k8s.io",
+            other => panic!("unexpected resource {other}"),
+        };
+        let verb = match (&r.method, &r.name) {
+            (&Method::GET, Some(_)) => "get",
+            (&Method::GET, None) if r.query.contains_key("watch") => "watch",
+            (&Method::GET, None) => "list",
+            (&Method::PUT, _) => "update",
+            (&Method::POST, _) => "create",
+            (&Method::DELETE, _) => "delete",
+            (m, _) => panic!("unexpected method {m}"),
+        };
+        assert!(
+            ksvc_webhook::watch::API_CALLS
+                .iter()
+                .any(|c| c.group == group && c.resource == r.resource && c.verb == verb),
+            "{verb} {group}/{} is not in API_CALLS",
+            r.resource
+        );
+    }
+}
+
 fn event_reasons(fake: &FakeApi) -> Vec<String> {
     fake.all("events")
         .iter()
@@ -94,6 +122,7 @@ async fn stop_waits_for_traffic_to_move_then_deletes_the_old_revision() {
     assert_eq!(event["regarding"]["kind"], "Service");
     assert_eq!(event["regarding"]["name"], "app");
     assert_eq!(event["reportingController"], "ksvc-webhook");
+    assert_calls_declared(&fake);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,4 +298,5 @@ async fn only_the_leader_writes_and_every_replica_serves_status() {
     let expected = if leaders[0] { "replica-a" } else { "replica-b" };
     assert_eq!(holder, expected);
     assert_eq!(fake.requests_to(Method::PUT, "services").len(), 1);
+    assert_calls_declared(&fake);
 }

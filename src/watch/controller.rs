@@ -32,6 +32,9 @@ use super::view::{KService, Revision};
 use super::writes::Writer;
 use crate::keys;
 
+/// Server-side timeout of each watch request; the client's read timeout must exceed it.
+pub const WATCH_TIMEOUT_SECS: u32 = 60;
+
 /// How the loop runs.
 #[derive(Debug, Clone)]
 pub struct LoopOptions {
@@ -88,7 +91,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let ns = opts.namespace.as_deref();
     let (services, svc_writer) = reflector::store::<KService>();
     let (revisions, rev_writer) = reflector::store::<Revision>();
-    let cfg = watcher::Config::default();
+    let cfg = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
     let svc_api = scoped::<KService>(client.clone(), ns);
     let rev_api = scoped::<Revision>(client.clone(), ns);
     let mut svc_events = pin!(reflector::reflector(

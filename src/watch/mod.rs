@@ -183,6 +183,10 @@ async fn connect(args: &WatchArgs, timeout: Duration) -> Result<Client, String> 
         None => kube::Config::infer().await.map_err(|e| error_chain(&e))?,
     };
     config.connect_timeout = Some(timeout);
+    // Bounds every read, lists included; a watch is ended by the server before this fires.
+    let watch = Duration::from_secs(u64::from(controller::WATCH_TIMEOUT_SECS));
+    config.read_timeout = Some(watch + timeout.max(Duration::from_secs(30)));
+    config.reset_reader_on_write = true;
     let client = Client::try_from(config).map_err(|e| error_chain(&e))?;
     let probe = kapi::timed("probe the API server", timeout, client.apiserver_version()).await;
     probe.map_err(|e| error_chain(&e))?;
