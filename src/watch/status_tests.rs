@@ -79,352 +79,68 @@ impl Case {
     }
 }
 
+// One row per case: the table is the data, so it is laid out as a table.
+#[rustfmt::skip]
 fn cases() -> Vec<Case> {
+    use Phase::*;
+    use Substate::*;
     let ready = || cond("Ready", "True", "", "");
-    let no_traffic = || {
-        vec![cond(
-            "Active",
-            "False",
-            "NoTraffic",
-            "The target is not receiving traffic.",
-        )]
-    };
+    let unknown = |reason: &str, message: &str| cond("Ready", "Unknown", reason, message);
+    let failed = |reason: &str, message: &str| cond("Ready", "False", reason, message);
+    let no_traffic = || vec![cond("Active", "False", "NoTraffic", "The target is not receiving traffic.")];
+    let running = || json!({});
+    const TNM: &str = "Traffic is not yet migrated to the latest revision.";
+    const OUT_OF_DATE: &str = "OutOfDate: generation 3 is not yet observed by Knative (observed 2)";
     vec![
         // A2.7 vectors.
-        case(
-            "a2.7 active single",
-            ksvc(json!({}), 1, 1, vec![ready()], &["app-00001"]),
-            vec![],
-        )
-        .expect(Phase::Active, "Service is ready", None),
-        case(
-            "a2.7 active all three",
-            ksvc(
-                json!({}),
-                1,
-                1,
-                vec![
-                    cond("ConfigurationsReady", "True", "", ""),
-                    cond("RoutesReady", "True", "", ""),
-                    ready(),
-                ],
-                &["app-00001"],
-            ),
-            vec![],
-        )
-        .expect(Phase::Active, "Service is ready", None),
-        case(
-            "a2.7 deploying",
-            ksvc(
-                json!({}),
-                2,
-                2,
-                vec![
-                    cond(
-                        "Ready",
-                        "Unknown",
-                        "TrafficNotMigrated",
-                        "Traffic is not yet migrated to the latest revision.",
-                    ),
-                    cond(
-                        "RoutesReady",
-                        "Unknown",
-                        "TrafficNotMigrated",
-                        "Traffic is not yet migrated to the latest revision.",
-                    ),
-                ],
-                &["app-00001"],
-            ),
-            vec![],
-        )
-        .expect(
-            Phase::Pending,
-            "TrafficNotMigrated: Traffic is not yet migrated to the latest revision.",
-            None,
-        ),
-        case(
-            "a2.7 stopped (stop edits applied, nothing observed serving)",
-            ksvc(stopped(), 1, 1, vec![ready()], &[]),
-            vec![],
-        )
-        .expect(
-            Phase::Stopped,
-            "App scaled to zero",
-            Some(Substate::ScaledToZero),
-        ),
+        case("a2.7 active, single", ksvc(running(), 1, 1, vec![ready()], &["app-00001"]), vec![])
+            .expect(Active, "Service is ready", None),
+        case("a2.7 active, all three", ksvc(running(), 1, 1, vec![cond("ConfigurationsReady", "True", "", ""), cond("RoutesReady", "True", "", ""), ready()], &["app-00001"]), vec![])
+            .expect(Active, "Service is ready", None),
+        case("a2.7 deploying", ksvc(running(), 2, 2, vec![unknown("TrafficNotMigrated", TNM), cond("RoutesReady", "Unknown", "TrafficNotMigrated", TNM)], &["app-00001"]), vec![])
+            .expect(Pending, "TrafficNotMigrated: Traffic is not yet migrated to the latest revision.", None),
+        case("a2.7 stopped (stop edits applied, nothing observed serving)", ksvc(stopped(), 1, 1, vec![ready()], &[]), vec![])
+            .expect(Stopped, "App scaled to zero", Some(ScaledToZero)),
         // Gap fixes.
-        case(
-            "stop label only: Flyte says STOPPED, but the route is still external",
-            ksvc(
-                json!({"flyte.org/app-stopped": "true"}),
-                1,
-                1,
-                vec![ready()],
-                &[],
-            ),
-            vec![],
-        )
-        .expect(
-            Phase::Stopping,
-            "Stopping: waiting for min-scale 0 and cluster-local visibility to be applied",
-            None,
-        ),
-        case(
-            "stale generation with Ready=True is DEPLOYING",
-            ksvc(json!({}), 3, 2, vec![ready()], &["app-00001"]),
-            vec![],
-        )
-        .expect(
-            Phase::Deploying,
-            "OutOfDate: generation 3 is not yet observed by Knative (observed 2)",
-            None,
-        ),
-        case(
-            "stale generation with Ready=False is DEPLOYING",
-            ksvc(
-                json!({}),
-                3,
-                2,
-                vec![cond("Ready", "False", "RevisionFailed", "boom")],
-                &["app-00001"],
-            ),
-            vec![],
-        )
-        .expect(
-            Phase::Deploying,
-            "OutOfDate: generation 3 is not yet observed by Knative (observed 2)",
-            None,
-        ),
-        case(
-            "stopped but Knative has not observed it",
-            ksvc(stopped(), 3, 2, vec![ready()], &["app-00001"]),
-            vec![],
-        )
-        .expect(
-            Phase::Stopping,
-            "Stopping: waiting for Knative to observe the stop",
-            None,
-        ),
-        case(
-            "stopped but traffic still on the old revision",
-            ksvc(stopped(), 2, 2, vec![ready()], &["app-00001"]),
-            vec![rev("app-00001", 2, vec![])],
-        )
-        .expect(
-            Phase::Stopping,
-            "Stopping: traffic still goes to revision app-00001",
-            None,
-        ),
-        case(
-            "stopped, traffic moved, old revision still has pods",
-            ksvc(stopped(), 2, 2, vec![ready()], &["app-00002"]),
-            vec![
-                rev("app-00001", 1, vec![]),
-                rev("app-00002", 0, no_traffic()),
-            ],
-        )
-        .expect(
-            Phase::Stopping,
-            "Stopping: revision app-00001 still has pods",
-            None,
-        ),
-        case(
-            "stopped and drained",
-            ksvc(stopped(), 2, 2, vec![ready()], &["app-00002"]),
-            vec![
-                rev("app-00001", 0, no_traffic()),
-                rev("app-00002", 0, no_traffic()),
-            ],
-        )
-        .expect(
-            Phase::Stopped,
-            "App scaled to zero",
-            Some(Substate::ScaledToZero),
-        ),
-        case(
-            "stopped and old revision deleted",
-            ksvc(stopped(), 2, 2, vec![ready()], &["app-00002"]),
-            vec![rev("app-00002", 0, vec![])],
-        )
-        .expect(
-            Phase::Stopped,
-            "App scaled to zero",
-            Some(Substate::ScaledToZero),
-        ),
+        case("stop label only: Flyte says STOPPED, but the route is still external", ksvc(json!({"flyte.org/app-stopped": "true"}), 1, 1, vec![ready()], &[]), vec![])
+            .expect(Stopping, "Stopping: waiting for min-scale 0 and cluster-local visibility to be applied", None),
+        case("stale generation with Ready=True is DEPLOYING", ksvc(running(), 3, 2, vec![ready()], &["app-00001"]), vec![])
+            .expect(Deploying, OUT_OF_DATE, None),
+        case("stale generation with Ready=False is DEPLOYING", ksvc(running(), 3, 2, vec![failed("RevisionFailed", "boom")], &["app-00001"]), vec![])
+            .expect(Deploying, OUT_OF_DATE, None),
+        case("stopped but Knative has not observed it", ksvc(stopped(), 3, 2, vec![ready()], &["app-00001"]), vec![])
+            .expect(Stopping, "Stopping: waiting for Knative to observe the stop", None),
+        case("stopped but traffic still on the old revision", ksvc(stopped(), 2, 2, vec![ready()], &["app-00001"]), vec![rev("app-00001", 2, vec![])])
+            .expect(Stopping, "Stopping: traffic still goes to revision app-00001", None),
+        case("stopped, traffic moved, old revision still has pods", ksvc(stopped(), 2, 2, vec![ready()], &["app-00002"]), vec![rev("app-00001", 1, vec![]), rev("app-00002", 0, no_traffic())])
+            .expect(Stopping, "Stopping: revision app-00001 still has pods", None),
+        case("stopped and drained", ksvc(stopped(), 2, 2, vec![ready()], &["app-00002"]), vec![rev("app-00001", 0, no_traffic()), rev("app-00002", 0, no_traffic())])
+            .expect(Stopped, "App scaled to zero", Some(ScaledToZero)),
+        case("stopped and old revision deleted", ksvc(stopped(), 2, 2, vec![ready()], &["app-00002"]), vec![rev("app-00002", 0, vec![])])
+            .expect(Stopped, "App scaled to zero", Some(ScaledToZero)),
         // Other combinations.
-        case("no status yet", ksvc(json!({}), 1, 1, vec![], &[]), vec![]).expect(
-            Phase::Pending,
-            "Waiting for Knative to report the service",
-            None,
-        ),
-        case(
-            "bare Ready=Unknown",
-            ksvc(json!({}), 1, 1, vec![cond("Ready", "Unknown", "", "")], &[]),
-            vec![],
-        )
-        .expect(Phase::Pending, "Service is not ready yet", None),
-        case(
-            "configuration ready, routes migrating",
-            ksvc(
-                json!({}),
-                1,
-                1,
-                vec![
-                    cond("ConfigurationsReady", "True", "", ""),
-                    cond("Ready", "Unknown", "IngressNotConfigured", ""),
-                ],
-                &[],
-            ),
-            vec![],
-        )
-        .expect(Phase::Deploying, "IngressNotConfigured: ", None),
-        case(
-            "failed, revision missing",
-            ksvc(
-                json!({}),
-                1,
-                1,
-                vec![cond(
-                    "Ready",
-                    "False",
-                    "RevisionMissing",
-                    "Revision \"app-00001\" referenced in traffic not found.",
-                )],
-                &[],
-            ),
-            vec![],
-        )
-        .expect(
-            Phase::Failed,
-            "RevisionMissing: Revision \"app-00001\" referenced in traffic not found.",
-            None,
-        ),
-        case(
-            "failed, image pull",
-            ksvc(
-                json!({}),
-                1,
-                1,
-                vec![cond("Ready", "False", "RevisionFailed", "x")],
-                &[],
-            ),
-            vec![rev(
-                "app-00002",
-                0,
-                vec![cond(
-                    "ResourcesAvailable",
-                    "False",
-                    "ImagePullBackOff",
-                    "no image",
-                )],
-            )],
-        )
-        .expect(
-            Phase::Failed,
-            "RevisionFailed: x",
-            Some(Substate::ImagePullError),
-        ),
-        case(
-            "failed, crash loop via exit code",
-            ksvc(
-                json!({}),
-                1,
-                1,
-                vec![cond("Ready", "False", "RevisionFailed", "x")],
-                &[],
-            ),
-            vec![rev(
-                "app-00002",
-                0,
-                vec![cond(
-                    "ContainerHealthy",
-                    "False",
-                    "ExitCode1",
-                    "Container failed",
-                )],
-            )],
-        )
-        .expect(
-            Phase::Failed,
-            "RevisionFailed: x",
-            Some(Substate::CrashLoop),
-        ),
-        case(
-            "failed, OOM in the nested message",
-            ksvc(
-                json!({}),
-                1,
-                1,
-                vec![cond(
-                    "Ready",
-                    "False",
-                    "RevisionFailed",
-                    "Revision \"app-00002\" failed with message: OOMKilled.",
-                )],
-                &[],
-            ),
-            vec![],
-        )
-        .expect(
-            Phase::Failed,
-            "RevisionFailed: Revision \"app-00002\" failed with message: OOMKilled.",
-            Some(Substate::OomKilled),
-        ),
-        case(
-            "pending, progress deadline",
-            ksvc(json!({}), 1, 1, vec![cond("Ready", "Unknown", "", "")], &[]),
-            vec![rev(
-                "app-00002",
-                0,
-                vec![cond(
-                    "ResourcesAvailable",
-                    "False",
-                    "ProgressDeadlineExceeded",
-                    "Initial scale was never achieved",
-                )],
-            )],
-        )
-        .expect(
-            Phase::Pending,
-            "Service is not ready yet",
-            Some(Substate::ProgressDeadlineExceeded),
-        ),
-        case(
-            "active, scaled to zero",
-            ksvc(json!({}), 1, 1, vec![ready()], &["app-00001"]),
-            vec![rev("app-00001", 0, no_traffic())],
-        )
-        .expect(
-            Phase::Active,
-            "Service is ready",
-            Some(Substate::ScaledToZero),
-        ),
-        case(
-            "active, scaling from zero",
-            ksvc(json!({}), 1, 1, vec![ready()], &["app-00001"]),
-            vec![rev(
-                "app-00001",
-                0,
-                vec![cond("Active", "Unknown", "Queued", "buffered")],
-            )],
-        )
-        .expect(
-            Phase::Active,
-            "Service is ready",
-            Some(Substate::ScalingFromZero),
-        ),
-        case(
-            "stop label false is running",
-            ksvc(
-                json!({"flyte.org/app-stopped": "false"}),
-                1,
-                1,
-                vec![ready()],
-                &[],
-            ),
-            vec![],
-        )
-        .expect(Phase::Active, "Service is ready", None),
+        case("no status yet", ksvc(running(), 1, 1, vec![], &[]), vec![])
+            .expect(Pending, "Waiting for Knative to report the service", None),
+        case("bare Ready=Unknown", ksvc(running(), 1, 1, vec![unknown("", "")], &[]), vec![])
+            .expect(Pending, "Service is not ready yet", None),
+        case("configuration ready, routes migrating", ksvc(running(), 1, 1, vec![cond("ConfigurationsReady", "True", "", ""), unknown("IngressNotConfigured", "")], &[]), vec![])
+            .expect(Deploying, "IngressNotConfigured: ", None),
+        case("failed, revision missing", ksvc(running(), 1, 1, vec![failed("RevisionMissing", "Revision \"app-00001\" referenced in traffic not found.")], &[]), vec![])
+            .expect(Failed, "RevisionMissing: Revision \"app-00001\" referenced in traffic not found.", None),
+        case("failed, image pull", ksvc(running(), 1, 1, vec![failed("RevisionFailed", "x")], &[]), vec![rev("app-00002", 0, vec![cond("ResourcesAvailable", "False", "ImagePullBackOff", "no image")])])
+            .expect(Failed, "RevisionFailed: x", Some(ImagePullError)),
+        case("failed, crash loop via exit code", ksvc(running(), 1, 1, vec![failed("RevisionFailed", "x")], &[]), vec![rev("app-00002", 0, vec![cond("ContainerHealthy", "False", "ExitCode1", "Container failed")])])
+            .expect(Failed, "RevisionFailed: x", Some(CrashLoop)),
+        case("failed, OOM in the nested message", ksvc(running(), 1, 1, vec![failed("RevisionFailed", "Revision \"app-00002\" failed with message: OOMKilled.")], &[]), vec![])
+            .expect(Failed, "RevisionFailed: Revision \"app-00002\" failed with message: OOMKilled.", Some(OomKilled)),
+        case("pending, progress deadline", ksvc(running(), 1, 1, vec![unknown("", "")], &[]), vec![rev("app-00002", 0, vec![cond("ResourcesAvailable", "False", "ProgressDeadlineExceeded", "Initial scale was never achieved")])])
+            .expect(Pending, "Service is not ready yet", Some(ProgressDeadlineExceeded)),
+        case("active, scaled to zero", ksvc(running(), 1, 1, vec![ready()], &["app-00001"]), vec![rev("app-00001", 0, no_traffic())])
+            .expect(Active, "Service is ready", Some(ScaledToZero)),
+        case("active, scaling from zero", ksvc(running(), 1, 1, vec![ready()], &["app-00001"]), vec![rev("app-00001", 0, vec![cond("Active", "Unknown", "Queued", "buffered")])])
+            .expect(Active, "Service is ready", Some(ScalingFromZero)),
+        case("stop label false is running", ksvc(json!({"flyte.org/app-stopped": "false"}), 1, 1, vec![ready()], &[]), vec![])
+            .expect(Active, "Service is ready", None),
     ]
 }
 
@@ -501,4 +217,96 @@ fn phases_serialise_as_flyte_names() {
             .iter()
             .all(|p| serde_json::to_value(p).unwrap() == json!(p.as_str()))
     );
+}
+
+/// Every combination of stop label, stop edits, generation, Ready, traffic and pods: the status
+/// invariants hold, and the plan never deletes what the status says is still serving.
+#[test]
+fn every_combination_keeps_the_invariants() {
+    use crate::watch::plan::{Action, plan};
+    let mut checked = 0;
+    for stopped_label in [false, true] {
+        for edits in [false, true] {
+            for stale in [false, true] {
+                for ready in ["True", "False", "Unknown", "absent"] {
+                    for traffic in [
+                        &[][..],
+                        &["app-00001"],
+                        &["app-00002"],
+                        &["app-00001", "app-00002"],
+                    ] {
+                        for old_pods in [None, Some(0), Some(2)] {
+                            for new_pods in [0, 1] {
+                                let mut labels = json!({"flyte.org/app-name": "app"});
+                                if stopped_label {
+                                    labels["flyte.org/app-stopped"] = json!("true");
+                                }
+                                if edits {
+                                    labels["networking.knative.dev/visibility"] =
+                                        json!("cluster-local");
+                                }
+                                let conditions = match ready {
+                                    "absent" => vec![],
+                                    s => vec![cond("Ready", s, "", "")],
+                                };
+                                let mut k =
+                                    ksvc(labels, if stale { 3 } else { 2 }, 2, conditions, traffic);
+                                if !edits {
+                                    k.spec.template.metadata.annotations.clear();
+                                }
+                                let mut revs = vec![rev("app-00002", new_pods, vec![])];
+                                if let Some(p) = old_pods {
+                                    revs.push(rev("app-00001", p, vec![]));
+                                }
+                                let got = status_for(&k, &revs, NOW);
+                                let name = format!(
+                                    "label={stopped_label} edits={edits} stale={stale} ready={ready} traffic={traffic:?} old={old_pods:?} new={new_pods} -> {got:?}"
+                                );
+                                let drained = traffic.iter().all(|t| *t == "app-00002")
+                                    && old_pods.unwrap_or(0) == 0
+                                    && new_pods == 0;
+                                assert!(!got.message.is_empty(), "{name}");
+                                assert_eq!(
+                                    stopped_label,
+                                    matches!(got.phase, Phase::Stopping | Phase::Stopped),
+                                    "{name}"
+                                );
+                                assert_eq!(
+                                    got.phase == Phase::Stopped,
+                                    stopped_label && edits && !stale && drained,
+                                    "{name}"
+                                );
+                                if got.phase == Phase::Active {
+                                    assert!(!stale && ready == "True", "{name}");
+                                }
+                                if got.phase == Phase::Failed {
+                                    assert!(!stale && ready == "False", "{name}");
+                                }
+                                let deleted: Vec<String> = plan(&k, &revs)
+                                    .actions
+                                    .into_iter()
+                                    .filter_map(|a| match a {
+                                        Action::DeleteRevision { name, .. } => Some(name),
+                                        Action::ApplyStopEdits => None,
+                                    })
+                                    .collect();
+                                for d in &deleted {
+                                    assert!(
+                                        !traffic.contains(&d.as_str())
+                                            && d != "app-00002"
+                                            && !stale
+                                            && !traffic.is_empty(),
+                                        "{name}: deleted {d}"
+                                    );
+                                    assert_eq!(got.phase, Phase::Stopping, "{name}");
+                                }
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 2 * 2 * 2 * 4 * 4 * 3 * 2);
 }
