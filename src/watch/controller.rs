@@ -149,37 +149,48 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
         if !(st.services_listed && st.revisions_listed) {
             continue;
         }
-        if !shared.synced.load(Ordering::Acquire) || st.relisted {
-            // A (re)list is complete: forget deleted apps, look at everything again.
-            let live = st.all_keys();
-            shared.hub.retain(&live);
-            st.dirty.extend(live);
-            st.relisted = false;
-            if !shared.synced.swap(true, Ordering::AcqRel) {
-                tracing::info!(apps = st.cache.services.len(), "app cache synced");
-            }
-        }
-        let leading = *shared.leader.borrow();
-        for key in std::mem::take(&mut st.dirty) {
-            let span =
-                tracing::debug_span!("reconcile", ns = %key.namespace, name = %key.name, leading);
-            match reconcile(&st, &shared, &writer, &key, leading)
-                .instrument(span)
-                .await
-            {
-                Ok(()) => {
-                    st.retry.remove(&key);
-                }
-                Err(error) => {
-                    shared.metrics.error("write");
-                    let attempt = st.retry.get(&key).map_or(0, |(_, n)| n + 1);
-                    let delay = opts.backoff.delay(attempt);
-                    tracing::warn!(ns = %key.namespace, name = %key.name, error = %error_chain(&error), ?delay, "reconcile failed; retrying");
-                    st.retry.insert(key, (Instant::now() + delay, attempt));
-                }
-            }
-        }
+        mark_synced(&mut st, &shared);
+        reconcile_dirty(&mut st, &shared, &writer, &opts.backoff).await;
         shared.metrics.refresh_apps(&shared.hub);
+    }
+}
+
+/// After a complete (re)list: forget deleted apps, look at everything again, report readiness.
+fn mark_synced(st: &mut State, shared: &Shared) {
+    if shared.synced.load(Ordering::Acquire) && !st.relisted {
+        return;
+    }
+    let live = st.all_keys();
+    shared.hub.retain(&live);
+    st.dirty.extend(live);
+    st.relisted = false;
+    if !shared.synced.swap(true, Ordering::AcqRel) {
+        tracing::info!(apps = st.cache.services.len(), "app cache synced");
+    }
+}
+
+/// Reconcile every dirty app; failures come back after a backoff.
+async fn reconcile_dirty(st: &mut State, shared: &Shared, writer: &Writer, backoff: &Backoff) {
+    for key in std::mem::take(&mut st.dirty) {
+        // Read per app: a replica that loses the lease mid-batch stops writing at once.
+        let leading = *shared.leader.borrow();
+        let span =
+            tracing::debug_span!("reconcile", ns = %key.namespace, name = %key.name, leading);
+        match reconcile(st, shared, writer, &key, leading)
+            .instrument(span)
+            .await
+        {
+            Ok(()) => {
+                st.retry.remove(&key);
+            }
+            Err(error) => {
+                shared.metrics.error("write");
+                let attempt = st.retry.get(&key).map_or(0, |(_, n)| n + 1);
+                let delay = backoff.delay(attempt);
+                tracing::warn!(ns = %key.namespace, name = %key.name, error = %error_chain(&error), ?delay, "reconcile failed; retrying");
+                st.retry.insert(key, (Instant::now() + delay, attempt));
+            }
+        }
     }
 }
 
