@@ -145,6 +145,67 @@ async fn status_prints_the_mapped_status() {
     assert_eq!(record["project"], "proj");
 }
 
+/// A `Write` the test can read while the command still runs.
+#[derive(Clone, Default)]
+struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn phases(&self) -> Vec<String> {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["status"]["phase"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn status_watch_follows_changes() {
+    let fake = FakeApi::start().await;
+    fake.put(
+        "services",
+        ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
+    );
+    fake.put("revisions", revision("app", "app-00001", 1, false));
+    let out = Shared::default();
+    let mut writer = out.clone();
+    let action = AppAction::Status(AppStatusArgs {
+        target: target("app"),
+        watch: true,
+    });
+    let follow = run_with_client(fake.client(), "apps", action, &mut writer);
+    let drive = async {
+        wait_until("the first status is printed", || out.phases() == ["ACTIVE"]).await;
+        // The user stops the app; Knative has not caught up yet: STOPPING.
+        fake.put(
+            "services",
+            ksvc("app", true, true, 2, &["app-00001"], "app-00001"),
+        );
+        wait_until("the stop is printed", || {
+            out.phases() == ["ACTIVE", "STOPPING"]
+        })
+        .await;
+    };
+    tokio::select! {
+        result = follow => panic!("status --watch ended: {result:?}"),
+        () = drive => {}
+    }
+}
+
 fn kubeconfig_for(server: &str, file: &str) -> std::path::PathBuf {
     let path =
         std::env::temp_dir().join(format!("ksvc-webhook-test-{}-{file}", std::process::id()));

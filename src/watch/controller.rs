@@ -149,24 +149,29 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
         if !(st.services_listed && st.revisions_listed) {
             continue;
         }
-        mark_synced(&mut st, &shared);
+        let first_sync = after_list(&mut st, &shared);
         reconcile_dirty(&mut st, &shared, &writer, &opts.backoff).await;
+        if first_sync {
+            // Ready only once every app has a status: `/apps` never serves a half-filled cache.
+            shared.synced.store(true, Ordering::Release);
+            tracing::info!(apps = st.cache.services.len(), "app cache synced");
+        }
         shared.metrics.refresh_apps(&shared.hub);
     }
 }
 
-/// After a complete (re)list: forget deleted apps, look at everything again, report readiness.
-fn mark_synced(st: &mut State, shared: &Shared) {
-    if shared.synced.load(Ordering::Acquire) && !st.relisted {
-        return;
+/// After a complete (re)list: forget deleted apps and look at everything again. Returns whether
+/// this is the first complete list.
+fn after_list(st: &mut State, shared: &Shared) -> bool {
+    let first = !shared.synced.load(Ordering::Acquire);
+    if !first && !st.relisted {
+        return false;
     }
     let live = st.all_keys();
     shared.hub.retain(&live);
     st.dirty.extend(live);
     st.relisted = false;
-    if !shared.synced.swap(true, Ordering::AcqRel) {
-        tracing::info!(apps = st.cache.services.len(), "app cache synced");
-    }
+    first
 }
 
 /// Reconcile every dirty app; failures come back after a backoff.
@@ -271,10 +276,12 @@ async fn reconcile(
     if !leading {
         return Ok(());
     }
+    // One Event per phase change; progress within a phase (a new STOPPING message) is not one.
     if let Change::Transition {
         previous: Some(previous),
         record,
     } = &change
+        && *previous != record.status.phase
     {
         writer.transition_event(&ksvc, *previous, record).await;
     }

@@ -4,7 +4,8 @@
 //! - `GET /apps/{namespace}/{name}` — one app, or 404.
 //! - `GET /apps/watch?namespace=&name=&project=&domain=` — a stream of `CREATED` / `UPDATED` /
 //!   `DELETED` / `RESYNC` events: NDJSON, or Server-Sent Events when the client accepts
-//!   `text/event-stream`.
+//!   `text/event-stream`. It opens with the current state as `CREATED` events; a subscriber that
+//!   falls more than the buffer behind gets `RESYNC` and then the current state as `UPDATED`.
 //!
 //! Served from this replica's cache; answers 503 until the cache has synced. Never calls the API.
 
