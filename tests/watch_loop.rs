@@ -126,6 +126,32 @@ async fn stop_waits_for_traffic_to_move_then_deletes_the_old_revision() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_delete_backs_off_and_is_retried() {
+    let fake = FakeApi::start().await;
+    stopped_before_traffic_moves(&fake, false);
+    traffic_moves(&fake);
+    fake.fail_requests(Method::DELETE, "revisions", 2);
+    let replica = Replica::start(&fake, "replica-a", true);
+    wait_until("app-00001 is deleted", || {
+        fake.get("revisions", "apps", "app-00001").is_none()
+    })
+    .await;
+    assert_eq!(
+        fake.requests_to(Method::DELETE, "revisions").len(),
+        3,
+        "two failures, then success"
+    );
+    let mut text = String::new();
+    let mut registry = prometheus_client::registry::Registry::default();
+    replica.metrics.register(&mut registry);
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains(r#"ksvc_webhook_watch_errors_total{kind="write"} 2"#),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_gc_revisions_are_never_deleted() {
     let fake = FakeApi::start().await;
     stopped_before_traffic_moves(&fake, true);

@@ -47,6 +47,7 @@ struct Inner {
     history: Vec<Change>,
     requests: Vec<Request>,
     conflicts: HashMap<String, u32>,
+    failures: HashMap<(Method, String), u32>,
 }
 
 /// The fake API server.
@@ -240,6 +241,16 @@ impl FakeApi {
             .insert(resource.to_owned(), n);
     }
 
+    /// Make the next `n` requests with `method` on `resource` fail with 500, as an overloaded
+    /// API server would.
+    pub fn fail_requests(&self, method: Method, resource: &str, n: u32) {
+        self.inner
+            .lock()
+            .unwrap()
+            .failures
+            .insert((method, resource.to_owned()), n);
+    }
+
     /// End every open watch stream, as an API server restart or a load balancer would.
     pub fn disconnect_watches(&self) {
         self.cut.send_modify(|n| *n += 1);
@@ -268,6 +279,21 @@ async fn handle(
         query: query.clone(),
         body: body.clone(),
     });
+    {
+        let mut inner = fake.inner.lock().unwrap();
+        if let Some(n) = inner
+            .failures
+            .get_mut(&(method.clone(), path.resource.clone()))
+            .filter(|n| **n > 0)
+        {
+            *n -= 1;
+            return status(
+                500,
+                "InternalError",
+                "Internal error occurred: injected by the test",
+            );
+        }
+    }
     match (method, path.name.clone()) {
         (Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
             watch_stream(&fake, &path, &query)
