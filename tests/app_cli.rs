@@ -253,7 +253,18 @@ async fn spawn_connects_syncs_and_leads() {
     assert_eq!(handle.hub.list(&Default::default()).len(), 1);
     let mut registry = prometheus_client::registry::Registry::default();
     handle.register_metrics(&mut registry);
-    handle.task.as_ref().unwrap().abort();
+
+    let mut handle = handle;
+    handle.shutdown().await;
+    assert!(
+        !*handle.leader.borrow(),
+        "leadership is dropped on shutdown"
+    );
+    let lease = fake.get("leases", "system", "ksvc-webhook-watch").unwrap();
+    assert!(
+        lease["spec"]["holderIdentity"].is_null(),
+        "the lease is released: {lease}"
+    );
 }
 
 #[tokio::test]

@@ -286,11 +286,13 @@ async fn only_the_leader_writes_and_every_replica_serves_status() {
     let mut replicas = Vec::new();
     for id in ["replica-a", "replica-b"] {
         let (tx, rx) = watch::channel(false);
+        let stop = watch::channel(false).1;
         tokio::spawn(leader::run_elector(
             fake.client(),
             lease_options(id),
             tx,
             Metrics::default(),
+            stop,
         ));
         replicas.push(Replica::start_with(&fake, id, rx));
     }

@@ -126,15 +126,18 @@ pub async fn try_lead(api: &Api<Lease>, opts: &LeaseOptions, now: Timestamp) -> 
     }
 }
 
-/// Run the election forever, publishing leadership on `tx`.
+/// Run the election until `stop` turns true, publishing leadership on `tx`. On stop, leadership
+/// is dropped first (no more writes), then a held lease is released so another replica takes over
+/// at once instead of after the lease expires.
 pub async fn run_elector(
     client: Client,
     opts: LeaseOptions,
     tx: watch::Sender<bool>,
     metrics: Metrics,
+    mut stop: watch::Receiver<bool>,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &opts.namespace);
-    loop {
+    while !*stop.borrow() {
         let leading = match try_lead(&api, &opts, Timestamp::now()).await {
             Ok(leading) => leading,
             Err(error) => {
@@ -143,16 +146,63 @@ pub async fn run_elector(
                 false
             }
         };
-        let changed = tx.send_if_modified(|v| std::mem::replace(v, leading) != leading);
-        if changed {
+        if tx.send_if_modified(|v| std::mem::replace(v, leading) != leading) {
             tracing::info!(identity = %opts.identity, leading, "leadership changed");
         }
-        tokio::time::sleep(if leading {
+        let pause = if leading {
             opts.renew_every
         } else {
             opts.retry_every
-        })
-        .await;
+        };
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = stop_requested(&mut stop) => {}
+        }
+    }
+    tx.send_replace(false);
+    match release(&api, &opts).await {
+        Ok(true) => tracing::info!(identity = %opts.identity, "lease released"),
+        Ok(false) => {}
+        Err(error) => {
+            tracing::warn!(error = %error_chain(&error), "lease not released; it will expire")
+        }
+    }
+}
+
+/// Resolves once `stop` turns true. A dropped sender never stops anything: dropping the handle
+/// that owns it must not silently end leader election.
+pub async fn stop_requested(stop: &mut watch::Receiver<bool>) {
+    if stop.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Give up the lease if we hold it: empty holder, 1 s duration (as client-go does).
+pub async fn release(api: &Api<Lease>, opts: &LeaseOptions) -> kapi::Result<bool> {
+    let what = format!("release lease {}/{}", opts.namespace, opts.name);
+    let Some(mut lease) = timed(&what, opts.api_timeout, api.get_opt(&opts.name)).await? else {
+        return Ok(false);
+    };
+    let Some(spec) = lease
+        .spec
+        .as_mut()
+        .filter(|s| s.holder_identity.as_deref() == Some(&opts.identity))
+    else {
+        return Ok(false);
+    };
+    spec.holder_identity = None;
+    spec.lease_duration_seconds = Some(1);
+    spec.renew_time = Some(MicroTime(Timestamp::now()));
+    match timed(
+        &what,
+        opts.api_timeout,
+        api.replace(&opts.name, &PostParams::default(), &lease),
+    )
+    .await
+    {
+        Ok(_) => Ok(true),
+        Err(kapi::Error::Api { source, .. }) if status_code(&source) == Some(409) => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

@@ -65,12 +65,23 @@ pub struct WatchHandle {
     pub watch_buffer: usize,
     /// The loop's task; `None` with `--no-watch`.
     pub task: Option<JoinHandle<()>>,
+    stop: watch::Sender<bool>,
+    shutdown_grace: Duration,
 }
 
 impl WatchHandle {
     /// The status routes (`/apps`, `/apps/{namespace}/{name}`, `/apps/watch`).
     pub fn router(&self) -> axum::Router {
         http::router_with_buffer(self.hub.clone(), self.synced.clone(), self.watch_buffer)
+    }
+
+    /// Stop the loop: drop leadership, release the Lease, end the tasks (bounded by the API timeout
+    /// plus a second). Call on graceful shutdown so another replica takes over at once.
+    pub async fn shutdown(&mut self) {
+        self.stop.send_replace(true);
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(self.shutdown_grace, task).await;
+        }
     }
 
     /// Register the loop's metrics.
@@ -82,6 +93,7 @@ impl WatchHandle {
 /// Start the loop in the background and return at once. Must be called inside a Tokio runtime.
 pub fn spawn(args: &WatchArgs) -> WatchHandle {
     let (tx, rx) = watch::channel(false);
+    let (stop, stopped) = watch::channel(false);
     let mut handle = WatchHandle {
         hub: Hub::new(),
         synced: Arc::new(AtomicBool::new(false)),
@@ -89,6 +101,8 @@ pub fn spawn(args: &WatchArgs) -> WatchHandle {
         metrics: Metrics::default(),
         watch_buffer: args.watch_buffer,
         task: None,
+        stop,
+        shutdown_grace: Duration::from_secs(args.api_timeout_seconds.max(1) + 1),
     };
     if args.no_watch {
         tracing::info!("watch loop disabled (--no-watch)");
@@ -100,13 +114,22 @@ pub fn spawn(args: &WatchArgs) -> WatchHandle {
         leader: handle.leader.clone(),
         metrics: handle.metrics.clone(),
     };
-    handle.task = Some(tokio::spawn(run(args.clone(), shared, tx)));
+    handle.task = Some(tokio::spawn(run(args.clone(), shared, tx, stopped)));
     handle
 }
 
-async fn run(args: WatchArgs, shared: Shared, tx: watch::Sender<bool>) {
+async fn run(
+    args: WatchArgs,
+    shared: Shared,
+    tx: watch::Sender<bool>,
+    stop: watch::Receiver<bool>,
+) {
     let timeout = Duration::from_secs(args.api_timeout_seconds.max(1));
-    let client = connect_with_backoff(&args, timeout, &shared.metrics).await;
+    let mut stopping = stop.clone();
+    let client = tokio::select! {
+        client = connect_with_backoff(&args, timeout, &shared.metrics) => client,
+        () = leader::stop_requested(&mut stopping) => return,
+    };
     let identity = args.pod_name.clone().unwrap_or_else(generated_identity);
     let lease = LeaseOptions {
         namespace: args
@@ -120,11 +143,13 @@ async fn run(args: WatchArgs, shared: Shared, tx: watch::Sender<bool>) {
         retry_every: Duration::from_secs((args.lease_duration_seconds / 5).max(1)),
         api_timeout: timeout,
     };
-    tokio::spawn(leader::run_elector(
+    let metrics = shared.metrics.clone();
+    let elector = tokio::spawn(leader::run_elector(
         client.clone(),
         lease,
         tx,
-        shared.metrics.clone(),
+        metrics,
+        stop,
     ));
     let opts = LoopOptions {
         namespace: args.watch_namespace.clone(),
@@ -133,7 +158,12 @@ async fn run(args: WatchArgs, shared: Shared, tx: watch::Sender<bool>) {
         resync_every: Duration::from_secs(args.resync_seconds.max(1)),
         identity,
     };
-    controller::run(client, opts, shared).await;
+    tokio::select! {
+        () = controller::run(client, opts, shared) => {}
+        () = leader::stop_requested(&mut stopping) => {}
+    }
+    // The elector saw the same stop: it drops leadership and releases the Lease.
+    let _ = elector.await;
 }
 
 fn generated_identity() -> String {
