@@ -217,17 +217,23 @@ async fn a_broken_watch_resumes_from_its_resource_version() {
     let replica = Replica::start(&fake, "replica-a", false);
     replica.wait_synced().await;
     wait_until("the first app is served", || replica.app("first").is_some()).await;
-    let watches_before = fake
-        .requests_to(Method::GET, "services")
-        .iter()
-        .filter(|r| r.query.contains_key("watch"))
-        .count();
+    let watches = || {
+        fake.requests_to(Method::GET, "services")
+            .iter()
+            .filter(|r| r.query.contains_key("watch"))
+            .count()
+    };
+    wait_until("the services watch is open", || watches() >= 1).await;
+    let watches_before = watches();
 
+    // The watch breaks and cannot reconnect for a while; meanwhile an app is created.
+    fake.block_watches(true);
     fake.disconnect_watches();
     fake.put(
         "services",
         ksvc("late", false, false, 1, &["late-00001"], "late-00001"),
     );
+    fake.block_watches(false);
     wait_until("the app created during the break is served", || {
         replica.app("late").is_some()
     })
@@ -254,6 +260,50 @@ async fn a_broken_watch_resumes_from_its_resource_version() {
         Phase::Active,
         "state kept across the break"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_break_relists_and_forgets_apps_deleted_meanwhile() {
+    let fake = FakeApi::start().await;
+    fake.put(
+        "services",
+        ksvc("kept", false, false, 1, &["kept-00001"], "kept-00001"),
+    );
+    fake.put(
+        "services",
+        ksvc("gone", false, false, 1, &["gone-00001"], "gone-00001"),
+    );
+    let replica = Replica::start(&fake, "replica-a", false);
+    replica.wait_synced().await;
+    wait_until("both apps are served", || {
+        replica.app("kept").is_some() && replica.app("gone").is_some()
+    })
+    .await;
+    let watching = || {
+        fake.requests_to(Method::GET, "services")
+            .iter()
+            .any(|r| r.query.contains_key("watch"))
+    };
+    wait_until("the services watch is open", watching).await;
+
+    // The watch breaks; while it cannot reconnect, an app is deleted and history is compacted.
+    fake.block_watches(true);
+    fake.disconnect_watches();
+    fake.remove("services", "apps", "gone");
+    fake.compact();
+    fake.block_watches(false);
+
+    wait_until("the deleted app is forgotten after the relist", || {
+        replica.app("gone").is_none()
+    })
+    .await;
+    assert!(replica.app("kept").is_some());
+    let lists = fake
+        .requests_to(Method::GET, "services")
+        .into_iter()
+        .filter(|r| !r.query.contains_key("watch"))
+        .count();
+    assert_eq!(lists, 2, "410 Gone forced exactly one relist");
 }
 
 fn lease_options(identity: &str) -> LeaseOptions {

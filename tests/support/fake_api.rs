@@ -48,6 +48,10 @@ struct Inner {
     requests: Vec<Request>,
     conflicts: HashMap<String, u32>,
     failures: HashMap<(Method, String), u32>,
+    /// Watches from before this resourceVersion get 410 Gone (history compacted).
+    compacted: u64,
+    /// Watch requests are refused with 503 while set.
+    watches_blocked: bool,
 }
 
 /// The fake API server.
@@ -251,6 +255,17 @@ impl FakeApi {
             .insert((method, resource.to_owned()), n);
     }
 
+    /// Refuse (503) new watch requests while `blocked`, as during an API server restart.
+    pub fn block_watches(&self, blocked: bool) {
+        self.inner.lock().unwrap().watches_blocked = blocked;
+    }
+
+    /// Compact the history: a watch resuming from before now gets 410 Gone and must relist.
+    pub fn compact(&self) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.compacted = inner.rv;
+    }
+
     /// End every open watch stream, as an API server restart or a load balancer would.
     pub fn disconnect_watches(&self) {
         self.cut.send_modify(|n| *n += 1);
@@ -272,6 +287,9 @@ async fn handle(
         return status(404, "NotFound", "no such path");
     };
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    // Subscribed before the request is visible to the test, so a disconnect the test makes after
+    // seeing this request always ends this watch.
+    let cut = fake.cut.subscribe();
     fake.inner.lock().unwrap().requests.push(Request {
         method: method.clone(),
         resource: path.resource.clone(),
@@ -296,7 +314,7 @@ async fn handle(
     }
     match (method, path.name.clone()) {
         (Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
-            watch_stream(&fake, &path, &query)
+            watch_stream(&fake, &path, &query, cut)
         }
         (Method::GET, None) => list(&fake, &path, &query),
         (Method::GET, Some(name)) => match fake.get(
@@ -335,12 +353,29 @@ fn list(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
     .into_response()
 }
 
-fn watch_stream(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
+fn watch_stream(
+    fake: &FakeApi,
+    path: &Path,
+    q: &HashMap<String, String>,
+    cut: watch::Receiver<u64>,
+) -> Response {
     let since: u64 = q
         .get("resourceVersion")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let inner = fake.inner.lock().unwrap();
+    if inner.watches_blocked {
+        return status(503, "ServiceUnavailable", "the API server is restarting");
+    }
+    if since != 0 && since < inner.compacted {
+        let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": format!("too old resource version: {since} ({})", inner.compacted),
+            "reason": "Expired", "code": 410}});
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(format!("{gone}\n")))
+            .unwrap();
+    }
     let (resource, ns, q) = (path.resource.clone(), path.namespace.clone(), q.clone());
     let wanted = move |c: &Change| {
         c.resource == resource
@@ -354,8 +389,6 @@ fn watch_stream(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Res
         .cloned()
         .collect();
     let live = fake.changes.subscribe();
-    let mut cut = fake.cut.subscribe();
-    cut.mark_unchanged();
     drop(inner);
     let line =
         |c: &Change| Bytes::from(format!("{}\n", json!({"type": c.kind, "object": c.object})));
@@ -371,6 +404,8 @@ fn watch_stream(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Res
         move |(mut live, mut cut, wanted)| async move {
             loop {
                 tokio::select! {
+                    // A cut wins over pending events: they must come from the next watch.
+                    biased;
                     _ = cut.changed() => return None,
                     got = live.recv() => match got {
                         Ok(c) if wanted(&c) => return Some((Ok(line(&c)), (live, cut, wanted))),
