@@ -181,10 +181,15 @@ async fn reconcile_dirty(st: &mut State, shared: &Shared, writer: &Writer, backo
         let leading = *shared.leader.borrow();
         let span =
             tracing::debug_span!("reconcile", ns = %key.namespace, name = %key.name, leading);
-        match reconcile(st, shared, writer, &key, leading)
+        let started = std::time::Instant::now();
+        let result = reconcile(st, shared, writer, &key, leading)
             .instrument(span)
-            .await
-        {
+            .await;
+        shared
+            .metrics
+            .duration
+            .observe(started.elapsed().as_secs_f64());
+        match result {
             Ok(()) => {
                 st.retry.remove(&key);
             }
@@ -260,7 +265,6 @@ async fn reconcile(
     key: &AppKey,
     leading: bool,
 ) -> kapi::Result<()> {
-    let started = std::time::Instant::now();
     shared.metrics.reconciles.inc();
     let Some(eval) = st.cache.evaluate(key, &Timestamp::now().to_string()) else {
         shared.hub.remove(key);
@@ -312,9 +316,5 @@ async fn reconcile(
             }
         }
     }
-    shared
-        .metrics
-        .duration
-        .observe(started.elapsed().as_secs_f64());
     Ok(())
 }
