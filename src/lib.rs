@@ -19,3 +19,4 @@ pub mod rbac;
 pub mod spec_sha;
 pub mod stop;
 pub mod validate;
+pub mod watch;

@@ -1,5 +1,6 @@
 //! The subcommands: thin shells over the pure core.
 
+pub mod app;
 mod offline;
 
 use crate::config::{Cli, Command};
@@ -12,5 +13,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Uninject(args) => offline::uninject(&args),
         Command::Name(args) => offline::name(&args),
         Command::Sha(args) => offline::sha(&args),
+        Command::App(args) => app::run(args),
     }
 }
