@@ -6,25 +6,20 @@
 
 use serde_json::{Map, Value};
 
+use crate::edit::Editor;
 use crate::keys;
+use crate::stop;
 
-/// Edit a raw Service in place: label `networking.knative.dev/visibility: cluster-local` and template
-/// annotation `autoscaling.knative.dev/min-scale: "0"`, creating missing parents and leaving every
-/// other field alone. Returns whether anything changed.
+/// Edit a raw Service in place as admission stops it (label `networking.knative.dev/visibility:
+/// cluster-local`, template annotation `autoscaling.knative.dev/min-scale: "0"`, and the
+/// `flyte.org/stop-restore` record a start needs), for when the webhook was bypassed. The loop
+/// does not know whether the cluster allows zero initial scale, so it never sets `initial-scale`.
+/// Returns whether anything changed.
 pub fn apply_stop_edits(ksvc: &mut Value) -> bool {
-    let label = set_in(
-        ksvc,
-        &["metadata", "labels"],
-        keys::LABEL_VISIBILITY,
-        keys::VISIBILITY_CLUSTER_LOCAL,
-    );
-    let scale = set_in(
-        ksvc,
-        &["spec", "template", "metadata", "annotations"],
-        keys::ANNOTATION_MIN_SCALE,
-        "0",
-    );
-    label || scale
+    let record = stop::restore_record(ksvc).ok().flatten();
+    let mut ed = Editor::new(ksvc);
+    stop::converge(&mut ed, true, record, false);
+    !ed.into_ops().is_empty()
 }
 
 /// Set `path…/key = value` on a JSON object, creating (or replacing non-object) parents.

@@ -203,6 +203,11 @@ fn stop_edits_are_surgical_and_idempotent() {
         "0"
     );
     assert_eq!(raw["metadata"]["futureField"], 1);
+    // The record a start needs to give back what the Service had (nothing, here).
+    assert_eq!(
+        raw["metadata"]["annotations"]["flyte.org/stop-restore"],
+        r#"{"labels":{"networking.knative.dev/visibility":null},"templateAnnotations":{"autoscaling.knative.dev/min-scale":null}}"#
+    );
     let once = raw.clone();
     assert!(!apply_stop_edits(&mut raw));
     assert_eq!(raw, once);
