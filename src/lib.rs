@@ -1,7 +1,7 @@
 //! ksvc-webhook: a mutating admission webhook, sidecar injector and watch loop for Knative Services.
 //!
 //! Data flows one way: bytes → decoded AdmissionReview → pure decision → JSON Patch → response.
-//! The pure core ([`naming`], [`spec_sha`], [`validate`], [`mutate`], [`admission`]) does no I/O
+//! The pure core ([`naming`], [`spec_sha`], [`validate`], [`sidecars`], [`mutate`], [`admission`]) does no I/O
 //! and reads no clock; the shells ([`cli`], `server`, `watch`) own sockets, files and the cluster.
 
 pub mod admission;
@@ -15,6 +15,7 @@ pub mod mutate;
 pub mod naming;
 pub mod pki;
 pub mod rbac;
+pub mod sidecars;
 pub mod spec_sha;
 pub mod stop;
 pub mod validate;

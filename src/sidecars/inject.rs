@@ -1,0 +1,431 @@
+//! PURE: which sidecars a KService gets, converging its containers and volumes on them, and
+//! taking them away again.
+//!
+//! What the webhook injected is recorded in the `sidecar.flyte.org/status` annotation (like
+//! Istio's `sidecar.istio.io/status`): per template its name, hash, container and volume names.
+//! Only what that record lists is ever replaced or removed; the user's containers and volumes are
+//! never touched. An injected copy whose template hash is unchanged is left exactly as it is (so
+//! fields Knative defaulted into it stay, and the revision template does not change); a changed
+//! template's copy is removed and the new one appended after the user's containers.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Catalogue, Params, Template, params};
+use crate::edit::Editor;
+use crate::keys;
+use crate::ksvc;
+use crate::validate::Violation;
+
+/// One template as injected.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Injected {
+    pub name: String,
+    pub hash: String,
+    #[serde(default)]
+    pub containers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
+}
+
+/// The `sidecar.flyte.org/status` annotation: every template injected, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    #[serde(default)]
+    pub templates: Vec<Injected>,
+}
+
+impl Status {
+    /// The record on `doc`: empty when absent, `Err` when it cannot be read.
+    pub fn read(doc: &Value) -> Result<Self, serde_json::Error> {
+        match ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_SIDECAR_STATUS) {
+            Some(text) => serde_json::from_str(text),
+            None => Ok(Self::default()),
+        }
+    }
+}
+
+/// What [`converge`] will do: the templates selected for a KService and what it carries now.
+#[derive(Debug, Clone, Default)]
+pub struct Plan<'c> {
+    /// The selected templates, defaults first, then the annotation's extra names in its order.
+    pub selected: Vec<&'c Template>,
+    /// The status record the object carries.
+    pub previous: Status,
+}
+
+fn violation(rule: &'static str, path: String, problem: String, fix: String) -> Violation {
+    Violation {
+        rule,
+        path,
+        problem,
+        fix,
+    }
+}
+
+fn inject_path() -> String {
+    format!("metadata.annotations[{}]", keys::ANNOTATION_SIDECAR_INJECT)
+}
+
+/// Select the templates for `doc` and check them against it; every violation is listed.
+pub fn plan<'c>(doc: &Value, catalogue: &'c Catalogue) -> Result<Plan<'c>, Vec<Violation>> {
+    let mut out = Vec::new();
+    let previous = Status::read(doc).unwrap_or_else(|err| {
+        out.push(violation(
+            "sidecar-status",
+            format!("metadata.annotations[{}]", keys::ANNOTATION_SIDECAR_STATUS),
+            format!("cannot be read ({err})"),
+            "remove it together with the sidecar containers and volumes it listed; \
+             the webhook writes it"
+                .into(),
+        ));
+        Status::default()
+    });
+    let selected = select(doc, catalogue, &mut out);
+    clashes(doc, catalogue, &selected, &previous, &mut out);
+    serving_port(doc, &selected, &previous, &mut out);
+    match out.is_empty() {
+        true => Ok(Plan { selected, previous }),
+        false => Err(out),
+    }
+}
+
+/// The defaults plus the annotation's names, or nothing for `none`.
+fn select<'c>(
+    doc: &Value,
+    catalogue: &'c Catalogue,
+    out: &mut Vec<Violation>,
+) -> Vec<&'c Template> {
+    let requested = ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_SIDECAR_INJECT);
+    let tokens: Vec<&str> = requested
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    let is_none = |t: &&str| t.eq_ignore_ascii_case(keys::SIDECAR_INJECT_NONE);
+    match (tokens.len(), tokens.iter().any(is_none)) {
+        (1, true) => return Vec::new(),
+        (_, true) => {
+            out.push(violation(
+                "sidecar-unknown",
+                inject_path(),
+                format!(
+                    "{:?} mixes \"none\" with template names",
+                    requested.unwrap_or_default()
+                ),
+                "use \"none\" alone to opt out of every sidecar, or list template names".into(),
+            ));
+            return Vec::new();
+        }
+        _ => {}
+    }
+    let mut names: Vec<&str> = catalogue
+        .default_names()
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let mut unknown = Vec::new();
+    for token in tokens {
+        match catalogue.get(token) {
+            None => unknown.push(format!("{token:?}")),
+            Some(_) if !names.contains(&token) => names.push(token),
+            Some(_) => {}
+        }
+    }
+    if !unknown.is_empty() {
+        let known: Vec<String> = catalogue.names().map(|n| format!("{n:?}")).collect();
+        let have = match known.is_empty() {
+            true => "the sidecar catalogue is empty".to_string(),
+            false => format!("the sidecar catalogue has {}", known.join(", ")),
+        };
+        out.push(violation(
+            "sidecar-unknown",
+            inject_path(),
+            format!(
+                "names unknown sidecar template(s) {}; {have}",
+                unknown.join(", ")
+            ),
+            "use names from the catalogue, or \"none\" to opt out of every sidecar".into(),
+        ));
+    }
+    names.iter().filter_map(|n| catalogue.get(n)).collect()
+}
+
+/// The two lists a template adds to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Container,
+    Volume,
+}
+
+impl Kind {
+    const ALL: [Kind; 2] = [Kind::Container, Kind::Volume];
+
+    fn path(self) -> &'static [&'static str] {
+        match self {
+            Kind::Container => ksvc::CONTAINERS,
+            Kind::Volume => ksvc::VOLUMES,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Container => "container",
+            Kind::Volume => "volume",
+        }
+    }
+
+    /// The names a template adds.
+    fn of_template(self, t: &Template) -> &[String] {
+        match self {
+            Kind::Container => &t.container_names,
+            Kind::Volume => &t.volume_names,
+        }
+    }
+
+    /// The items a template adds.
+    fn items(self, t: &Template) -> &[Value] {
+        match self {
+            Kind::Container => &t.containers,
+            Kind::Volume => &t.volumes,
+        }
+    }
+
+    /// The names a status record lists.
+    fn of_record(self, r: &Injected) -> &[String] {
+        match self {
+            Kind::Container => &r.containers,
+            Kind::Volume => &r.volumes,
+        }
+    }
+
+    /// Whether `status` lists `name`: then the item is the webhook's, not the user's.
+    fn listed(self, status: &Status, name: &str) -> bool {
+        status
+            .templates
+            .iter()
+            .any(|r| self.of_record(r).iter().any(|n| n == name))
+    }
+}
+
+/// A sidecar's container or volume name that one of the user's own already uses.
+fn clashes(
+    doc: &Value,
+    catalogue: &Catalogue,
+    selected: &[&Template],
+    previous: &Status,
+    out: &mut Vec<Violation>,
+) {
+    for kind in Kind::ALL {
+        let items = ksvc::get(doc, kind.path()).and_then(Value::as_array);
+        for (i, item) in items.into_iter().flatten().enumerate() {
+            let name = item.get("name").and_then(Value::as_str).unwrap_or_default();
+            if name.is_empty() || kind.listed(previous, name) {
+                continue;
+            }
+            for t in selected {
+                if kind.of_template(t).iter().any(|n| n == name) {
+                    out.push(clash(kind, i, name, t, catalogue));
+                }
+            }
+        }
+    }
+}
+
+fn clash(
+    kind: Kind,
+    index: usize,
+    name: &str,
+    template: &Template,
+    catalogue: &Catalogue,
+) -> Violation {
+    let opt_out = match catalogue.default_names().contains(&template.name) {
+        true => format!(
+            "opt out of the default sidecars with {}: \"none\"",
+            keys::ANNOTATION_SIDECAR_INJECT
+        ),
+        false => format!(
+            "leave {:?} out of {}",
+            template.name,
+            keys::ANNOTATION_SIDECAR_INJECT
+        ),
+    };
+    violation(
+        "sidecar-clash",
+        format!("{}[{index}].name", kind.path().join(".")),
+        format!(
+            "your {kind} {name:?} clashes with {kind} {name:?} of sidecar template {:?}",
+            template.name,
+            kind = kind.label(),
+        ),
+        format!("rename your {}, or {opt_out}", kind.label()),
+    )
+}
+
+/// With sidecars, Knative needs the user's container to declare the revision's one port.
+fn serving_port(doc: &Value, selected: &[&Template], previous: &Status, out: &mut Vec<Violation>) {
+    let declares_port = |c: &Value| {
+        c.get("ports")
+            .and_then(Value::as_array)
+            .is_some_and(|p| !p.is_empty())
+    };
+    let user: Vec<&Value> = ksvc::containers(doc)
+        .iter()
+        .filter(|c| !Kind::Container.listed(previous, ksvc::container_name(c)))
+        .collect();
+    if !selected.is_empty() && !user.is_empty() && !user.iter().any(|c| declares_port(c)) {
+        out.push(violation(
+            "sidecar-port",
+            "spec.template.spec.containers".into(),
+            "declares no port; with sidecars Knative needs the serving container's port".into(),
+            format!(
+                "add ports: [{{containerPort: 8080}}] (your app's port) to your container, or opt \
+                 out of sidecars with {}: \"none\"",
+                keys::ANNOTATION_SIDECAR_INJECT
+            ),
+        ));
+    }
+}
+
+/// Converge `ed`'s object on `plan`: drop stale or deselected injected copies, append missing
+/// ones after the user's containers and volumes, and record the result.
+pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) {
+    // A template injected with the hash it still has is current: its copy stays as it is.
+    let current: Vec<&Template> = plan
+        .selected
+        .iter()
+        .copied()
+        .filter(|t| {
+            plan.previous
+                .templates
+                .iter()
+                .any(|r| r.name == t.name && r.hash == t.hash)
+        })
+        .collect();
+    let mut removed_volume = false;
+    for kind in Kind::ALL {
+        let stale: Vec<&str> = plan
+            .previous
+            .templates
+            .iter()
+            .flat_map(|r| kind.of_record(r))
+            .map(String::as_str)
+            .filter(|n| {
+                !current
+                    .iter()
+                    .any(|t| kind.of_template(t).iter().any(|c| c == n))
+            })
+            .collect();
+        let removed = remove_named(ed, kind.path(), &stale);
+        removed_volume |= removed && kind == Kind::Volume;
+    }
+    let params = Params::of(ed.doc(), namespace);
+    for t in &plan.selected {
+        for kind in Kind::ALL {
+            add_missing(ed, kind, t, &params);
+        }
+    }
+    if removed_volume {
+        drop_empty_list(ed, ksvc::VOLUMES);
+    }
+    let status = Status {
+        templates: plan
+            .selected
+            .iter()
+            .map(|t| Injected {
+                name: t.name.clone(),
+                hash: t.hash.clone(),
+                containers: t.container_names.clone(),
+                volumes: t.volume_names.clone(),
+            })
+            .collect(),
+    };
+    write_status(ed, &status);
+}
+
+/// Append each of `t`'s items of `kind` that the object does not hold yet, filled from `params`.
+fn add_missing(ed: &mut Editor, kind: Kind, t: &Template, params: &Params) {
+    for item in kind.items(t) {
+        let name = item.get("name").and_then(Value::as_str).unwrap_or_default();
+        if position(ed.doc(), kind.path(), name).is_some() {
+            continue;
+        }
+        let value = match t.parameterised {
+            true => params::render(item, params),
+            false => item.clone(),
+        };
+        ed.push(kind.path(), value);
+    }
+}
+
+fn position(doc: &Value, path: &[&str], name: &str) -> Option<usize> {
+    ksvc::get(doc, path)
+        .and_then(Value::as_array)?
+        .iter()
+        .position(|v| v.get("name").and_then(Value::as_str) == Some(name))
+}
+
+/// Remove every item of the list at `path` named in `names`; whether any was removed.
+fn remove_named(ed: &mut Editor, path: &[&str], names: &[&str]) -> bool {
+    let Some(items) = ksvc::get(ed.doc(), path).and_then(Value::as_array) else {
+        return false;
+    };
+    let doomed: Vec<usize> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| {
+            v.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| names.contains(&n))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    // Later indexes first, so the earlier ones stay valid.
+    for i in doomed.iter().rev() {
+        let at = i.to_string();
+        ed.remove(&[path, &[at.as_str()]].concat());
+    }
+    !doomed.is_empty()
+}
+
+/// A list the webhook emptied was created by it: empty means absent.
+fn drop_empty_list(ed: &mut Editor, path: &[&str]) {
+    if ksvc::get(ed.doc(), path)
+        .and_then(Value::as_array)
+        .is_some_and(Vec::is_empty)
+    {
+        ed.remove(path);
+    }
+}
+
+fn write_status(ed: &mut Editor, status: &Status) {
+    let path = [ksvc::ANNOTATIONS, &[keys::ANNOTATION_SIDECAR_STATUS]].concat();
+    if status.templates.is_empty() {
+        ed.remove(&path);
+    } else {
+        let text = serde_json::to_string(status).unwrap_or_default();
+        ed.set(&path, Value::from(text));
+    }
+}
+
+/// Remove everything the status record lists, and the record. Returns `false` (and changes
+/// nothing) when the record cannot be read.
+pub fn strip(ed: &mut Editor) -> bool {
+    let Ok(status) = Status::read(ed.doc()) else {
+        return false;
+    };
+    for kind in Kind::ALL {
+        let names: Vec<&str> = status
+            .templates
+            .iter()
+            .flat_map(|r| kind.of_record(r))
+            .map(String::as_str)
+            .collect();
+        if remove_named(ed, kind.path(), &names) && kind == Kind::Volume {
+            drop_empty_list(ed, ksvc::VOLUMES);
+        }
+    }
+    ed.remove(&[ksvc::ANNOTATIONS, &[keys::ANNOTATION_SIDECAR_STATUS]].concat());
+    true
+}

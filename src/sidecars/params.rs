@@ -1,0 +1,171 @@
+//! PURE: the `{{ .Param }}` placeholders of sidecar templates, filled from the KService.
+//!
+//! Placeholders follow Go template spelling (`{{ .Namespace }}`, spaces optional) and may appear
+//! in any string value of a template except names. Unknown or unterminated placeholders are
+//! refused when the catalogue is parsed, so filling one in never fails.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::ksvc;
+
+/// The placeholders a template may use.
+pub const NAMES: [&str; 5] = [".Namespace", ".Name", ".Project", ".Domain", ".AppName"];
+
+/// Values filled into a template for one KService.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Params {
+    /// `{{ .Namespace }}`: the namespace the KService lives in.
+    pub namespace: String,
+    /// `{{ .Name }}`: the KService's `metadata.name` (empty for a `generateName` on CREATE).
+    pub name: String,
+    /// `{{ .Project }}`: the `flyte.org/project` label of a managed app, else empty.
+    pub project: String,
+    /// `{{ .Domain }}`: the `flyte.org/domain` label of a managed app, else empty.
+    pub domain: String,
+    /// `{{ .AppName }}`: the `flyte.org/app-name` label of a managed app, else the KService name.
+    pub app_name: String,
+}
+
+impl Params {
+    /// The values of `doc` as it stands (after the webhook set its name), in `namespace`.
+    pub fn of(doc: &Value, namespace: &str) -> Self {
+        let name = ksvc::name(doc).to_string();
+        match ksvc::identity(doc) {
+            Some(id) => Self {
+                namespace: namespace.to_string(),
+                name,
+                project: id.project,
+                domain: id.domain,
+                app_name: id.name,
+            },
+            None => Self {
+                namespace: namespace.to_string(),
+                app_name: name.clone(),
+                name,
+                ..Self::default()
+            },
+        }
+    }
+
+    fn lookup(&self, key: &str) -> Option<&str> {
+        match key {
+            ".Namespace" => Some(&self.namespace),
+            ".Name" => Some(&self.name),
+            ".Project" => Some(&self.project),
+            ".Domain" => Some(&self.domain),
+            ".AppName" => Some(&self.app_name),
+            _ => None,
+        }
+    }
+}
+
+/// `text` with every placeholder replaced by `lookup`; `Err` names the first bad placeholder.
+pub fn expand<'t, 'p>(
+    text: &'t str,
+    lookup: impl Fn(&str) -> Option<&'p str>,
+) -> Result<Cow<'t, str>, String> {
+    if !text.contains("{{") {
+        return Ok(Cow::Borrowed(text));
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else {
+            return Err(format!(
+                "has an unterminated placeholder {:?}",
+                &rest[open..]
+            ));
+        };
+        let key = after[..close].trim();
+        match lookup(key) {
+            Some(value) => out.push_str(value),
+            None => {
+                return Err(format!(
+                    "uses the unknown placeholder {{{{ {key} }}}}; use one of {}",
+                    NAMES.map(|n| format!("{{{{ {n} }}}}")).join(", ")
+                ));
+            }
+        }
+        rest = &after[close + 2..];
+    }
+    out.push_str(rest);
+    Ok(Cow::Owned(out))
+}
+
+/// Why `text` has a bad placeholder, or `None`.
+pub fn problem(text: &str) -> Option<String> {
+    expand(text, |key| NAMES.contains(&key).then_some("")).err()
+}
+
+/// Whether any string in `value` holds `{{`.
+pub fn has_placeholder(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains("{{"),
+        Value::Array(items) => items.iter().any(has_placeholder),
+        Value::Object(map) => map.values().any(has_placeholder),
+        _ => false,
+    }
+}
+
+/// `value` with every placeholder in its strings filled from `params`.
+pub fn render(value: &Value, params: &Params) -> Value {
+    match value {
+        Value::String(s) => match expand(s, |k| params.lookup(k)) {
+            Ok(Cow::Owned(filled)) => Value::String(filled),
+            _ => value.clone(),
+        },
+        Value::Array(items) => items.iter().map(|v| render(v, params)).collect(),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), render(v, params)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn placeholders_are_filled() {
+        let params = Params {
+            namespace: "ns".into(),
+            name: "app-p-d".into(),
+            project: "p".into(),
+            domain: "d".into(),
+            app_name: "app".into(),
+        };
+        let v = json!({"args": ["--tag={{ .Project }}/{{.Domain}}/{{ .AppName }}", 3],
+                       "env": [{"value": "{{ .Name }}.{{ .Namespace }}"}]});
+        assert_eq!(
+            render(&v, &params),
+            json!({"args": ["--tag=p/d/app", 3], "env": [{"value": "app-p-d.ns"}]})
+        );
+    }
+
+    #[test]
+    fn bad_placeholders_are_named() {
+        assert_eq!(problem("plain"), None);
+        assert_eq!(problem("{{ .Name }}-x"), None);
+        assert!(
+            problem("{{ .Nope }}")
+                .unwrap()
+                .contains("unknown placeholder {{ .Nope }}")
+        );
+        assert!(problem("a {{ .Name").unwrap().contains("unterminated"));
+    }
+
+    #[test]
+    fn unmanaged_app_name_is_the_name() {
+        let doc = json!({"metadata": {"name": "web"}});
+        let p = Params::of(&doc, "ns");
+        assert_eq!((p.app_name.as_str(), p.project.as_str()), ("web", ""));
+    }
+}
