@@ -103,16 +103,14 @@ fn check_template(name: &str, template: &RawTemplate, out: &mut Vec<Problem>) {
     }
     duplicates(&at, "containers", &template.containers, out);
     duplicates(&at, "volumes", &template.volumes, out);
-    placeholders(
-        &format!("{at}.containers"),
-        &Value::from(template.containers.clone()),
-        out,
-    );
-    placeholders(
-        &format!("{at}.volumes"),
-        &Value::from(template.volumes.clone()),
-        out,
-    );
+    for (field, items) in [
+        ("containers", &template.containers),
+        ("volumes", &template.volumes),
+    ] {
+        for (i, item) in items.iter().enumerate() {
+            placeholders(&format!("{at}.{field}[{i}]"), item, out);
+        }
+    }
 }
 
 /// Check one volume; its name when it is a usable volume.
@@ -205,6 +203,18 @@ fn check_container(
             ));
         }
     }
+    check_mounts(path, &c, volumes, mounted, out);
+}
+
+/// Mounts name a volume of the template, avoid reserved paths, and are read-only unless the
+/// volume may be written.
+fn check_mounts(
+    path: &str,
+    c: &Container,
+    volumes: &[(String, &Value)],
+    mounted: &mut Vec<String>,
+    out: &mut Vec<Problem>,
+) {
     for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
         let at = format!("{path}.volumeMounts[{i}]");
         if RESERVED_MOUNT_PATHS.contains(&m.mount_path.as_str()) {
@@ -228,7 +238,11 @@ fn check_container(
         if !writable && m.read_only != Some(true) {
             out.push(problem(
                 format!("{at}.readOnly"),
-                format!("must be true: Knative mounts volume {:?} read-only", m.name),
+                format!(
+                    "must be true: Knative allows writable mounts only of emptyDir, \
+                     persistentVolumeClaim and ephemeral volumes, and {:?} is none of them",
+                    m.name
+                ),
             ));
         }
     }

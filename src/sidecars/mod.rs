@@ -14,14 +14,16 @@
 //! Containers and volumes stay `serde_json::Value`s, so fields unknown to k8s-openapi survive
 //! injection; the typed k8s-openapi views are used only to check them. A template that breaks
 //! Knative's multi-container rules is refused when the catalogue is parsed ([`catalogue`]), never
-//! at admission. [`inject`] selects templates for a KService, converges its containers and volumes
-//! on them and records what it injected in the `sidecar.flyte.org/status` annotation.
+//! at admission. [`plan`] selects the templates for a KService and checks them against it;
+//! [`converge`] edits its containers and volumes to match and records what it injected in the
+//! `sidecar.flyte.org/status` annotation; [`strip`] takes exactly that away again.
 //!
 //! Only [`load`] touches the file system; everything else is pure and reads no clock.
 
 mod catalogue;
-pub mod inject;
+mod inject;
 mod params;
+mod select;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -33,8 +35,9 @@ use sha2::{Digest, Sha256};
 
 use crate::spec_sha::{canonical_json, spec_sha};
 
-pub use inject::{Plan, Status, converge, plan, strip};
+pub use inject::{Injected, Plan, Status, converge, strip};
 pub use params::Params;
+pub use select::plan;
 
 /// One thing wrong with a catalogue, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
