@@ -202,19 +202,16 @@ fn remove_endpoint_env(ed: &mut Editor) {
 }
 
 /// The spec as the user wrote it: `doc.spec` with everything the webhook injects taken away.
-/// Only the spec and the annotations `strip` reads are copied.
+/// Only the spec (less injected sidecars, never copied) and the stop-restore annotation are
+/// copied.
 pub fn user_spec(doc: &Value) -> Value {
+    let restore = ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_STOP_RESTORE);
     let mut partial = json!({
         "metadata": {"annotations": {}},
-        "spec": doc.get("spec").cloned().unwrap_or(Value::Null),
+        "spec": sidecars::spec_without_sidecars(doc),
     });
-    for key in [
-        keys::ANNOTATION_STOP_RESTORE,
-        keys::ANNOTATION_SIDECAR_STATUS,
-    ] {
-        if let Some(value) = ksvc::entry(doc, ksvc::ANNOTATIONS, key) {
-            partial["metadata"]["annotations"][key] = Value::from(value);
-        }
+    if let Some(restore) = restore {
+        partial["metadata"]["annotations"][keys::ANNOTATION_STOP_RESTORE] = Value::from(restore);
     }
     let mut ed = Editor::new(&mut partial);
     strip(&mut ed);

@@ -142,6 +142,7 @@ proptest! {
     #[test]
     fn uninject_of_inject_is_identity(x in kservice()) {
         let mut injected = decide("CREATE", x.clone(), &policy(CATALOGUE)).object.unwrap();
+        prop_assert_eq!(&mutate::user_spec(&injected), &mutate::user_spec(&x));
         let mut ed = Editor::new(&mut injected);
         prop_assert!(mutate::strip(&mut ed));
         prop_assert_eq!(injected, x);
