@@ -85,14 +85,6 @@ impl Kind {
         }
     }
 
-    /// The items a template adds.
-    fn items(self, t: &Template) -> &[Value] {
-        match self {
-            Kind::Container => &t.containers,
-            Kind::Volume => &t.volumes,
-        }
-    }
-
     /// The names a status record lists.
     fn of_record(self, r: &Injected) -> &[String] {
         match self {
@@ -168,16 +160,15 @@ pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) {
 
 /// Append each of `t`'s items of `kind` that the object does not hold yet, filled from `params`.
 fn add_missing(ed: &mut Editor, kind: Kind, t: &Template, params: &Params) {
-    for item in kind.items(t) {
+    let (items, holes) = match kind {
+        Kind::Container => (&t.containers, &t.container_holes),
+        Kind::Volume => (&t.volumes, &t.volume_holes),
+    };
+    for (item, holes) in items.iter().zip(holes) {
         let name = item.get("name").and_then(Value::as_str).unwrap_or_default();
-        if position(ed.doc(), kind.path(), name).is_some() {
-            continue;
+        if position(ed.doc(), kind.path(), name).is_none() {
+            ed.push(kind.path(), params::fill(item, holes, params));
         }
-        let value = match t.parameterised {
-            true => params::render(item, params),
-            false => item.clone(),
-        };
-        ed.push(kind.path(), value);
     }
 }
 

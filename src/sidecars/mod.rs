@@ -106,8 +106,19 @@ pub struct Template {
     pub container_names: Vec<String>,
     /// The volume names, in order.
     pub volume_names: Vec<String>,
+    /// Where each container's placeholders are (parallel to `containers`).
+    container_holes: Vec<Vec<Vec<params::Step>>>,
+    /// Where each volume's placeholders are (parallel to `volumes`).
+    volume_holes: Vec<Vec<Vec<params::Step>>>,
+}
+
+impl Template {
     /// Whether any string holds a `{{ .Param }}` placeholder.
-    pub parameterised: bool,
+    pub fn parameterised(&self) -> bool {
+        [&self.container_holes, &self.volume_holes]
+            .iter()
+            .any(|holes| holes.iter().any(|h| !h.is_empty()))
+    }
 }
 
 /// A checked sidecar catalogue. The empty catalogue (the default) injects nothing.
@@ -217,7 +228,8 @@ fn build(name: &str, containers: Vec<Value>, volumes: Vec<Value>) -> Template {
         hash: spec_sha(&body),
         container_names: containers.iter().map(name_of).collect(),
         volume_names: volumes.iter().map(name_of).collect(),
-        parameterised: params::has_placeholder(&body),
+        container_holes: containers.iter().map(params::holes).collect(),
+        volume_holes: volumes.iter().map(params::holes).collect(),
         containers,
         volumes,
     }

@@ -66,7 +66,7 @@ pub fn expand<'t, 'p>(
     text: &'t str,
     lookup: impl Fn(&str) -> Option<&'p str>,
 ) -> Result<Cow<'t, str>, String> {
-    if !text.contains("{{") {
+    if !has_open(text) {
         return Ok(Cow::Borrowed(text));
     }
     let mut out = String::with_capacity(text.len());
@@ -101,31 +101,60 @@ pub fn problem(text: &str) -> Option<String> {
     expand(text, |key| NAMES.contains(&key).then_some("")).err()
 }
 
-/// Whether any string in `value` holds `{{`.
-pub fn has_placeholder(value: &Value) -> bool {
-    match value {
-        Value::String(s) => s.contains("{{"),
-        Value::Array(items) => items.iter().any(has_placeholder),
-        Value::Object(map) => map.values().any(has_placeholder),
-        _ => false,
-    }
+/// One step from a value to a string inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Key(String),
+    Index(usize),
 }
 
-/// `value` with every placeholder in its strings filled from `params`.
-pub fn render(value: &Value, params: &Params) -> Value {
-    match value {
-        Value::String(s) => match expand(s, |k| params.lookup(k)) {
-            Ok(Cow::Owned(filled)) => Value::String(filled),
-            _ => value.clone(),
-        },
-        Value::Array(items) => items.iter().map(|v| render(v, params)).collect(),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), render(v, params)))
-                .collect(),
-        ),
-        other => other.clone(),
+/// Where the placeholders of a template item are: the paths of its strings holding `{{`.
+/// Found once at load, so filling an item in is a clone plus a few string replacements.
+pub fn holes(value: &Value) -> Vec<Vec<Step>> {
+    fn walk(value: &Value, at: &mut Vec<Step>, out: &mut Vec<Vec<Step>>) {
+        match value {
+            Value::String(s) if has_open(s) => out.push(at.clone()),
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    at.push(Step::Index(i));
+                    walk(item, at, out);
+                    at.pop();
+                }
+            }
+            Value::Object(map) => {
+                for (key, item) in map {
+                    at.push(Step::Key(key.clone()));
+                    walk(item, at, out);
+                    at.pop();
+                }
+            }
+            _ => {}
+        }
     }
+    let mut out = Vec::new();
+    walk(value, &mut Vec::new(), &mut out);
+    out
+}
+
+fn has_open(text: &str) -> bool {
+    text.contains("{{")
+}
+
+/// `item` with the strings at `holes` filled from `params`.
+pub fn fill(item: &Value, holes: &[Vec<Step>], params: &Params) -> Value {
+    let mut value = item.clone();
+    for hole in holes {
+        let slot = hole.iter().try_fold(&mut value, |node, step| match step {
+            Step::Key(key) => node.get_mut(key.as_str()),
+            Step::Index(i) => node.get_mut(*i),
+        });
+        if let Some(Value::String(text)) = slot
+            && let Ok(Cow::Owned(filled)) = expand(text, |k| params.lookup(k))
+        {
+            *text = filled;
+        }
+    }
+    value
 }
 
 #[cfg(test)]
@@ -144,8 +173,9 @@ mod tests {
         };
         let v = json!({"args": ["--tag={{ .Project }}/{{.Domain}}/{{ .AppName }}", 3],
                        "env": [{"value": "{{ .Name }}.{{ .Namespace }}"}]});
+        assert_eq!(holes(&v).len(), 2);
         assert_eq!(
-            render(&v, &params),
+            fill(&v, &holes(&v), &params),
             json!({"args": ["--tag=p/d/app", 3], "env": [{"value": "app-p-d.ns"}]})
         );
     }
