@@ -188,4 +188,19 @@ mod tests {
         };
         assert!(args.policy.policy().is_ok());
     }
+
+    #[test]
+    fn sidecars_flag_loads_the_catalogue() {
+        let parse = |path: &str| {
+            let cli = Cli::parse_from(["ksvc-webhook", "review", "-f", "-", "--sidecars", path]);
+            let Command::Review(args) = cli.command else {
+                panic!("parsed another command")
+            };
+            args.policy.policy()
+        };
+        let policy = parse("examples/sidecars.yaml").unwrap();
+        assert_eq!(policy.sidecars.default_names(), ["log-shipper"]);
+        let err = parse("examples/missing.yaml").unwrap_err().to_string();
+        assert!(err.contains("examples/missing.yaml"), "{err}");
+    }
 }

@@ -96,6 +96,8 @@ pub type Result<T, E = CatalogueError> = std::result::Result<T, E>;
 pub struct Template {
     /// The name the `sidecar.flyte.org/inject` annotation selects it by.
     pub name: String,
+    /// Free text for people; neither injected nor hashed.
+    pub description: Option<String>,
     /// The containers, as written (parameters not yet filled).
     pub containers: Vec<Value>,
     /// The volumes the containers mount, as written.
@@ -143,9 +145,7 @@ struct RawCatalogue {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTemplate {
-    /// Free text for people; not injected and not hashed.
     #[serde(default)]
-    #[allow(dead_code)]
     description: Option<String>,
     #[serde(default)]
     containers: Vec<Value>,
@@ -171,7 +171,8 @@ impl Catalogue {
             .templates
             .into_iter()
             .map(|(name, t)| {
-                let template = build(&name, t.containers, t.volumes);
+                let mut template = build(&name, t.containers, t.volumes);
+                template.description = t.description;
                 (name, template)
             })
             .collect();
@@ -225,6 +226,7 @@ fn build(name: &str, containers: Vec<Value>, volumes: Vec<Value>) -> Template {
     let body = json!({"containers": containers, "volumes": volumes});
     Template {
         name: name.to_string(),
+        description: None,
         hash: spec_sha(&body),
         container_names: containers.iter().map(name_of).collect(),
         volume_names: volumes.iter().map(name_of).collect(),
