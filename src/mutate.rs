@@ -80,7 +80,7 @@ pub fn inject(ed: &mut Editor, target: Target, settings: &Settings) -> Vec<Strin
         target.restore,
         settings.allow_zero_initial_scale,
     );
-    sidecars::converge(ed, &target.sidecars, target.namespace);
+    warnings.extend(sidecars::converge(ed, &target.sidecars, target.namespace));
     let pattern = endpoint_pattern(settings, target.identity, target.namespace);
     if let Some(replaced) = upsert_endpoint_env(ed, &pattern) {
         warnings.push(format!(

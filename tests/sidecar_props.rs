@@ -136,6 +136,7 @@ proptest! {
         let once = decide("CREATE", x, &p).object.unwrap();
         let twice = decide("UPDATE", once.clone(), &p);
         prop_assert!(twice.ops.is_empty(), "{:?}", twice.ops);
+        prop_assert!(twice.warnings.is_empty(), "{:?}", twice.warnings);
         prop_assert_eq!(twice.object.unwrap(), once);
     }
 

@@ -287,7 +287,12 @@ fn a_changed_template_replaces_its_old_copy_only() {
     );
     let v2 =
         policy(Catalogue::parse(&CATALOGUE.replace("fluent-bit:3.1", "fluent-bit:3.2")).unwrap());
-    let upgraded = out(&admit("UPDATE", injected.clone(), &v2));
+    let d = admit("UPDATE", injected.clone(), &v2);
+    assert_eq!(
+        d.warnings,
+        ["sidecar template \"shipper\" changed in the catalogue: its containers were replaced"]
+    );
+    let upgraded = out(&d);
     assert_eq!(
         names(&upgraded, "containers"),
         ["app", "auth-proxy", "log-shipper"]
@@ -323,7 +328,12 @@ fn removing_a_name_removes_that_sidecar_and_its_volumes() {
         .as_object_mut()
         .unwrap()
         .remove("sidecar.flyte.org/inject");
-    let o = out(&admit("UPDATE", dropped, &p));
+    let d = admit("UPDATE", dropped, &p);
+    assert_eq!(
+        d.warnings,
+        ["sidecar template \"proxy\" is no longer selected: its containers were removed"]
+    );
+    let o = out(&d);
     assert_eq!(names(&o, "containers"), ["app", "log-shipper"]);
     // Opting out removes the defaults too, and their volumes; the user's volume stays.
     let mut none = injected;

@@ -103,8 +103,9 @@ impl Kind {
 }
 
 /// Converge `ed`'s object on `plan`: drop stale or deselected injected copies, append missing
-/// ones after the user's containers and volumes, and record the result.
-pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) {
+/// ones after the user's containers and volumes, and record the result. Returns a warning for
+/// each template replaced or removed, so the user knows why the revision changed.
+pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) -> Vec<String> {
     // A template injected with the hash it still has is current: its copy stays as it is.
     let current: Vec<&Template> = plan
         .selected
@@ -156,6 +157,25 @@ pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) {
             .collect(),
     };
     write_status(ed, &status);
+    changes(plan)
+}
+
+fn changes(plan: &Plan) -> Vec<String> {
+    plan.previous
+        .templates
+        .iter()
+        .filter_map(|r| match plan.selected.iter().find(|t| t.name == r.name) {
+            Some(t) if t.hash != r.hash => Some(format!(
+                "sidecar template {:?} changed in the catalogue: its containers were replaced",
+                r.name
+            )),
+            Some(_) => None,
+            None => Some(format!(
+                "sidecar template {:?} is no longer selected: its containers were removed",
+                r.name
+            )),
+        })
+        .collect()
 }
 
 /// Append each of `t`'s items of `kind` that the object does not hold yet, filled from `params`.
