@@ -13,7 +13,7 @@
 //!
 //! Containers and volumes stay `serde_json::Value`s, so fields unknown to k8s-openapi survive
 //! injection; the typed k8s-openapi views are used only to check them. A template that breaks
-//! Knative's multi-container rules is refused when the catalogue is parsed ([`catalogue`]), never
+//! Knative's multi-container rules is refused when the catalogue is parsed (`catalogue.rs`), never
 //! at admission. [`plan`] selects the templates for a KService and checks them against it;
 //! [`converge`] edits its containers and volumes to match and records what it injected in the
 //! `sidecar.flyte.org/status` annotation; [`strip`] takes exactly that away again.
