@@ -19,10 +19,14 @@ use crate::ksvc;
 /// One template as injected.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Injected {
+    /// The template's name in the catalogue.
     pub name: String,
+    /// The template's hash when it was injected; a different hash means it changed since.
     pub hash: String,
+    /// The names of the containers it added.
     #[serde(default)]
     pub containers: Vec<String>,
+    /// The names of the volumes it added.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<String>,
 }
@@ -30,6 +34,7 @@ pub struct Injected {
 /// The `sidecar.flyte.org/status` annotation: every template injected, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
+    /// In injection order.
     #[serde(default)]
     pub templates: Vec<Injected>,
 }

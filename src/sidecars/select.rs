@@ -43,9 +43,10 @@ pub fn plan<'c>(doc: &Value, catalogue: &'c Catalogue) -> Result<Plan<'c>, Vec<V
     let selected = select(doc, catalogue, &mut out);
     clashes(doc, catalogue, &selected, &previous, &mut out);
     serving_port(doc, &selected, &previous, &mut out);
-    match out.is_empty() {
-        true => Ok(Plan { selected, previous }),
-        false => Err(out),
+    if out.is_empty() {
+        Ok(Plan { selected, previous })
+    } else {
+        Err(out)
     }
 }
 
@@ -94,9 +95,10 @@ fn select<'c>(
     }
     if !unknown.is_empty() {
         let known: Vec<String> = catalogue.names().map(|n| format!("{n:?}")).collect();
-        let have = match known.is_empty() {
-            true => "the sidecar catalogue is empty".to_string(),
-            false => format!("the sidecar catalogue has {}", known.join(", ")),
+        let have = if known.is_empty() {
+            "the sidecar catalogue is empty".to_string()
+        } else {
+            format!("the sidecar catalogue has {}", known.join(", "))
         };
         out.push(violation(
             "sidecar-unknown",
@@ -142,16 +144,17 @@ fn clash(
     template: &Template,
     catalogue: &Catalogue,
 ) -> Violation {
-    let opt_out = match catalogue.default_names().contains(&template.name) {
-        true => format!(
+    let opt_out = if catalogue.default_names().contains(&template.name) {
+        format!(
             "opt out of the default sidecars with {}: \"none\"",
             keys::ANNOTATION_SIDECAR_INJECT
-        ),
-        false => format!(
+        )
+    } else {
+        format!(
             "leave {:?} out of {}",
             template.name,
             keys::ANNOTATION_SIDECAR_INJECT
-        ),
+        )
     };
     violation(
         "sidecar-clash",
