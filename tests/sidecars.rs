@@ -369,6 +369,27 @@ fn sidecars_lost_to_a_list_replace_come_back() {
 }
 
 #[test]
+fn a_generated_name_is_filled_in_once_known() {
+    let p = policy(catalogue());
+    let mut obj = ksvc(Value::Null);
+    let meta = obj["metadata"].as_object_mut().unwrap();
+    meta.remove("name");
+    meta.insert("generateName".into(), json!("web-"));
+    let created = out(&admit("CREATE", obj, &p));
+    let tags =
+        |o: &Value| o["spec"]["template"]["spec"]["containers"][1]["env"][0]["value"].clone();
+    assert_eq!(tags(&created), "ns=apps,app=,ksvc=");
+    // The API server then names it; the next admission fills the template in again, once.
+    let mut named = created;
+    named["metadata"]["name"] = json!("web-x7k2p");
+    let d = admit("UPDATE", named, &p);
+    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+    let updated = out(&d);
+    assert_eq!(tags(&updated), "ns=apps,app=web-x7k2p,ksvc=web-x7k2p");
+    assert!(admit("UPDATE", updated, &p).ops.is_empty());
+}
+
+#[test]
 fn containers_the_webhook_did_not_inject_are_never_touched() {
     let p = policy(catalogue());
     let mut obj = ksvc(json!({"sidecar.flyte.org/inject": "proxy"}));

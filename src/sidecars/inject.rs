@@ -29,6 +29,25 @@ pub struct Injected {
     /// The names of the volumes it added.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<String>,
+    /// For a template with placeholders, the digest of the values it was filled with.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub params: String,
+}
+
+impl Injected {
+    fn of(t: &Template, digest: &str) -> Self {
+        Self {
+            name: t.name.clone(),
+            hash: t.hash.clone(),
+            containers: t.container_names.clone(),
+            volumes: t.volume_names.clone(),
+            params: if t.parameterised() {
+                digest.to_string()
+            } else {
+                String::new()
+            },
+        }
+    }
 }
 
 /// The `sidecar.flyte.org/status` annotation: every template injected, in order.
@@ -111,17 +130,21 @@ impl Kind {
 /// ones after the user's containers and volumes, and record the result. Returns a warning for
 /// each template replaced or removed, so the user knows why the revision changed.
 pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) -> Vec<String> {
-    // A template injected with the hash it still has is current: its copy stays as it is.
-    let current: Vec<&Template> = plan
+    let params = Params::of(ed.doc(), namespace);
+    let digest = if plan.selected.iter().any(|t| t.parameterised()) {
+        params.digest()
+    } else {
+        String::new()
+    };
+    let wanted: Vec<Injected> = plan
         .selected
         .iter()
-        .copied()
-        .filter(|t| {
-            plan.previous
-                .templates
-                .iter()
-                .any(|r| r.name == t.name && r.hash == t.hash)
-        })
+        .map(|t| Injected::of(t, &digest))
+        .collect();
+    // A template recorded exactly as it would be injected now is current: its copy stays as is.
+    let current: Vec<&Injected> = wanted
+        .iter()
+        .filter(|w| plan.previous.templates.contains(w))
         .collect();
     let mut removed_volume = false;
     for kind in Kind::ALL {
@@ -134,13 +157,12 @@ pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) -> Vec<String> {
             .filter(|n| {
                 !current
                     .iter()
-                    .any(|t| kind.of_template(t).iter().any(|c| c == n))
+                    .any(|w| kind.of_record(w).iter().any(|c| c == n))
             })
             .collect();
         let removed = remove_named(ed, kind.path(), &stale);
         removed_volume |= removed && kind == Kind::Volume;
     }
-    let params = Params::of(ed.doc(), namespace);
     for t in &plan.selected {
         for kind in Kind::ALL {
             add_missing(ed, kind, t, &params);
@@ -149,29 +171,22 @@ pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) -> Vec<String> {
     if removed_volume {
         drop_empty_list(ed, ksvc::VOLUMES);
     }
-    let status = Status {
-        templates: plan
-            .selected
-            .iter()
-            .map(|t| Injected {
-                name: t.name.clone(),
-                hash: t.hash.clone(),
-                containers: t.container_names.clone(),
-                volumes: t.volume_names.clone(),
-            })
-            .collect(),
-    };
-    write_status(ed, &status);
-    changes(plan)
+    let warnings = changes(&plan.previous, &wanted);
+    write_status(ed, &Status { templates: wanted });
+    warnings
 }
 
-fn changes(plan: &Plan) -> Vec<String> {
-    plan.previous
+fn changes(previous: &Status, wanted: &[Injected]) -> Vec<String> {
+    previous
         .templates
         .iter()
-        .filter_map(|r| match plan.selected.iter().find(|t| t.name == r.name) {
-            Some(t) if t.hash != r.hash => Some(format!(
+        .filter_map(|r| match wanted.iter().find(|w| w.name == r.name) {
+            Some(w) if w.hash != r.hash => Some(format!(
                 "sidecar template {:?} changed in the catalogue: its containers were replaced",
+                r.name
+            )),
+            Some(w) if w != r => Some(format!(
+                "sidecar template {:?} was filled in again with the KService's current name",
                 r.name
             )),
             Some(_) => None,

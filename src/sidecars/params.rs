@@ -49,6 +49,19 @@ impl Params {
         }
     }
 
+    /// A short digest of the values, recorded with a parameterised template so that a change
+    /// (a `generateName` that got its name) fills the template in again.
+    pub fn digest(&self) -> String {
+        let values = [
+            &self.namespace,
+            &self.name,
+            &self.project,
+            &self.domain,
+            &self.app_name,
+        ];
+        crate::spec_sha::spec_sha(&serde_json::json!(values))
+    }
+
     fn lookup(&self, key: &str) -> Option<&str> {
         match key {
             ".Namespace" => Some(&self.namespace),
