@@ -5,10 +5,10 @@
 //! (absent when nothing changes), a `status` listing every violation on rejection, and warnings.
 //! Knative Services on CREATE and UPDATE are decided on; everything else is allowed unchanged.
 
-use base64::Engine as _;
-use json_patch::PatchOperation;
 use std::sync::Arc;
 
+use base64::Engine as _;
+use json_patch::PatchOperation;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

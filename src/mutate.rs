@@ -2,9 +2,9 @@
 //!
 //! [`inject`] converges an object on what the webhook owns: the managed name, the stop state,
 //! `INTERNAL_APP_ENDPOINT_PATTERN`, the selected sidecars (see [`crate::sidecars`]), the
-//! managed-app annotations and the spec SHA. [`strip`] takes
-//! all of it away again, giving the object as the user wrote it; the spec SHA is computed over
-//! `strip`'s result, so it is the same whether or not the object was already mutated or stopped.
+//! managed-app annotations and the spec SHA. [`strip`] takes all of it away again, giving the
+//! object as the user wrote it; the spec SHA is computed over `strip`'s result, so it is the same
+//! whether or not the object was already mutated, stopped or given sidecars.
 
 use serde_json::{Value, json};
 
