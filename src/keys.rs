@@ -43,9 +43,9 @@ pub const ENV_INTERNAL_APP_ENDPOINT_PATTERN: &str = "INTERNAL_APP_ENDPOINT_PATTE
 pub const FIELD_MANAGER: &str = "ksvc-webhook";
 
 /// Annotation on the Service: the sidecar templates to inject, comma-separated, on top of the
-/// catalogue's defaults; [`SIDECAR_INJECT_NONE`] opts out of every sidecar.
+/// catalogue's defaults; [`SIDECAR_INJECT_NONE`] among them opts out of the defaults.
 pub const ANNOTATION_SIDECAR_INJECT: &str = "sidecar.flyte.org/inject";
-/// The value of [`ANNOTATION_SIDECAR_INJECT`] that opts out of every sidecar, defaults included.
+/// The word in [`ANNOTATION_SIDECAR_INJECT`] that opts out of the catalogue's default sidecars.
 pub const SIDECAR_INJECT_NONE: &str = "none";
 /// Annotation on the Service: what the webhook injected (templates, their hashes, container and
 /// volume names), so a later admission replaces or removes exactly that and nothing else.

@@ -1,7 +1,8 @@
 //! PURE: which sidecars a KService gets, checked against it before any edit.
 //!
 //! The catalogue's `default` templates apply to every KService; the `sidecar.flyte.org/inject`
-//! annotation adds more by name, or opts out of all of them with `"none"`. An unknown name, a
+//! annotation adds more by name, and `"none"` in it opts out of the defaults (`"none"` alone:
+//! no sidecar at all; `"none,auth-proxy"`: only the auth proxy). An unknown name, a
 //! sidecar container or volume name that the user's own already uses, or a user container
 //! without the port Knative needs once sidecars join it, is a [`Violation`].
 
@@ -50,7 +51,7 @@ pub fn plan<'c>(doc: &Value, catalogue: &'c Catalogue) -> Result<Plan<'c>, Vec<V
     }
 }
 
-/// The defaults plus the annotation's names, or nothing for `none`.
+/// The defaults (unless the annotation says `none`) plus the annotation's names.
 fn select<'c>(
     doc: &Value,
     catalogue: &'c Catalogue,
@@ -63,28 +64,19 @@ fn select<'c>(
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .collect();
-    let is_none = |t: &&str| t.eq_ignore_ascii_case(keys::SIDECAR_INJECT_NONE);
-    match (tokens.len(), tokens.iter().any(is_none)) {
-        (1, true) => return Vec::new(),
-        (_, true) => {
-            out.push(violation(
-                "sidecar-unknown",
-                inject_path(),
-                format!(
-                    "{:?} mixes \"none\" with template names",
-                    requested.unwrap_or_default()
-                ),
-                "use \"none\" alone to opt out of every sidecar, or list template names".into(),
-            ));
-            return Vec::new();
-        }
-        _ => {}
-    }
-    let mut names: Vec<&str> = catalogue
-        .default_names()
-        .iter()
-        .map(String::as_str)
-        .collect();
+    // "none" drops the defaults; names listed with it are still injected.
+    let (opt_out, tokens): (Vec<&str>, Vec<&str>) = tokens
+        .into_iter()
+        .partition(|t| t.eq_ignore_ascii_case(keys::SIDECAR_INJECT_NONE));
+    let mut names: Vec<&str> = if opt_out.is_empty() {
+        catalogue
+            .default_names()
+            .iter()
+            .map(String::as_str)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut unknown = Vec::new();
     for token in tokens {
         match catalogue.get(token) {
@@ -107,7 +99,7 @@ fn select<'c>(
                 "names unknown sidecar template(s) {}; {have}",
                 unknown.join(", ")
             ),
-            "use names from the catalogue, or \"none\" to opt out of every sidecar".into(),
+            "use names from the catalogue; \"none\" opts out of the defaults".into(),
         ));
     }
     names.iter().filter_map(|n| catalogue.get(n)).collect()
