@@ -70,7 +70,10 @@ async fn serve(options: server::Options) -> anyhow::Result<()> {
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     // A second init (tests calling `run` twice) keeps the first subscriber.
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
