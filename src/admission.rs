@@ -1,13 +1,179 @@
 //! PURE: AdmissionReview bytes in, AdmissionReview bytes out.
 //!
-//! (skeleton: the decision is filled in by the admission core)
+//! [`review`] decodes an `admission.k8s.io/v1` AdmissionReview, [`decide`]s on its request, and
+//! encodes the response kube-apiserver expects: the uid echoed, `allowed`, a base64 JSONPatch
+//! (absent when nothing changes), a `status` listing every violation on rejection, and warnings.
+//! Knative Services on CREATE and UPDATE are decided on; everything else is allowed unchanged.
 
+use base64::Engine as _;
+use json_patch::PatchOperation;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::edit::Editor;
+use crate::ksvc;
+use crate::mutate::{self, Settings, Target};
+use crate::naming::{self, DomainTemplate};
+use crate::stop;
+use crate::validate::{self, Operation, Violation};
+
+/// The API version of every review this webhook reads and writes.
+pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 
 /// Cluster-wide settings the decision depends on.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
-    pub allow_zero_initial_scale: bool,
+    /// The route-host template and domain (Knative's `config-network` / `config-domain`).
+    pub domain_template: DomainTemplate,
+    /// Settings of the edits.
+    pub mutate: Settings,
+}
+
+/// The request part of an AdmissionReview: the fields the decision reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Request {
+    pub uid: String,
+    #[serde(default)]
+    pub kind: Option<GroupVersionKind>,
+    #[serde(default)]
+    pub sub_resource: Option<String>,
+    #[serde(default)]
+    pub operation: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub object: Option<Value>,
+    #[serde(default)]
+    pub old_object: Option<Value>,
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}
+
+/// `request.kind` of a review.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct GroupVersionKind {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub kind: String,
+}
+
+/// The outcome of [`decide`].
+#[derive(Debug, Clone, Default)]
+pub struct Decision {
+    pub allowed: bool,
+    /// Why the request was rejected (empty when allowed).
+    pub violations: Vec<Violation>,
+    /// The edits, as JSON Patch operations (empty when nothing changes).
+    pub ops: Vec<PatchOperation>,
+    pub warnings: Vec<String>,
+    /// The object after the edits, when the request carried a KService that was allowed.
+    pub object: Option<Value>,
+}
+
+impl Decision {
+    fn allow() -> Self {
+        Self {
+            allowed: true,
+            ..Self::default()
+        }
+    }
+
+    fn deny(violations: Vec<Violation>) -> Self {
+        Self {
+            violations,
+            ..Self::default()
+        }
+    }
+
+    /// The rejection message: every violation as `path: problem; fix`.
+    pub fn message(&self) -> String {
+        match self.violations.as_slice() {
+            [one] => one.to_string(),
+            many => {
+                let lines: Vec<String> = many.iter().map(|v| format!("- {v}")).collect();
+                format!("{} problems:\n{}", many.len(), lines.join("\n"))
+            }
+        }
+    }
+}
+
+/// Decide on one admission request.
+pub fn decide(mut req: Request, policy: &Policy) -> Decision {
+    let operation = match req.operation.as_str() {
+        "CREATE" => Operation::Create,
+        "UPDATE" => Operation::Update,
+        _ => return Decision::allow(),
+    };
+    if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) || !is_kservice(&req) {
+        return Decision::allow();
+    }
+    let Some(mut object) = req.object.take() else {
+        return Decision::deny(vec![Violation {
+            rule: "object",
+            path: "request.object".into(),
+            problem: format!("is missing on {}", req.operation),
+            fix: "send the object being admitted".into(),
+        }]);
+    };
+    let namespace = match ksvc::namespace(&object) {
+        "" => req.namespace.clone().unwrap_or_default(),
+        ns => ns.to_string(),
+    };
+    let violations = validate::validate(&validate::Input {
+        operation,
+        object: &object,
+        old_object: req.old_object.as_ref(),
+        namespace: &namespace,
+        domain_template: &policy.domain_template,
+    });
+    if !violations.is_empty() {
+        return Decision::deny(violations);
+    }
+    let identity = ksvc::identity(&object);
+    let app_name = identity
+        .as_ref()
+        .map(|id| naming::app_name(&id.project, &id.domain, &id.name));
+    let restore = stop::restore_record(&object).ok().flatten();
+    let mut ed = Editor::new(&mut object);
+    let target = Target {
+        namespace: &namespace,
+        identity: identity.as_ref(),
+        app_name: app_name.as_ref(),
+        restore,
+    };
+    let mut warnings = mutate::inject(&mut ed, target, &policy.mutate);
+    let ops = ed.into_ops();
+    if let Some(app) = app_name.as_ref().filter(|a| a.hashed) {
+        warnings.push(format!(
+            "name hashed to {:?} to fit 63 characters: {{app_fqdn}}-based calls will not resolve this app by its app name",
+            app.name
+        ));
+    }
+    Decision {
+        allowed: true,
+        violations: Vec::new(),
+        ops,
+        warnings,
+        object: Some(object),
+    }
+}
+
+fn is_kservice(req: &Request) -> bool {
+    match &req.kind {
+        Some(gvk) => {
+            gvk.group == "serving.knative.dev" && gvk.version == "v1" && gvk.kind == "Service"
+        }
+        None => req.object.as_ref().is_some_and(|o| {
+            o.get("apiVersion").and_then(Value::as_str) == Some("serving.knative.dev/v1")
+                && o.get("kind").and_then(Value::as_str) == Some("Service")
+        }),
+    }
 }
 
 /// The response to send and a summary for logs and metrics.
@@ -39,34 +205,126 @@ pub enum ReviewError {
 }
 
 #[derive(Deserialize)]
-struct Envelope {
+#[serde(rename_all = "camelCase")]
+struct ReviewIn {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
     request: Option<Request>,
 }
 
-#[derive(Deserialize)]
-struct Request {
-    uid: String,
+/// Decode an AdmissionReview and check it is one this webhook answers.
+pub fn decode(body: &[u8]) -> Result<Request, ReviewError> {
+    let review: ReviewIn =
+        serde_json::from_slice(body).map_err(|e| ReviewError::Decode(e.to_string()))?;
+    if review.api_version != REVIEW_API_VERSION || review.kind != "AdmissionReview" {
+        return Err(ReviewError::Decode(format!(
+            "apiVersion {:?} and kind {:?} (want {REVIEW_API_VERSION:?} and \"AdmissionReview\")",
+            review.api_version, review.kind
+        )));
+    }
+    let request = review
+        .request
+        .ok_or_else(|| ReviewError::Decode("request is missing".into()))?;
+    if request.uid.is_empty() {
+        return Err(ReviewError::Decode("request.uid is missing".into()));
+    }
+    Ok(request)
 }
 
-/// Decide on one AdmissionReview.
-pub fn review(body: &[u8], _policy: &Policy) -> Result<Reviewed, ReviewError> {
-    let env: Envelope =
-        serde_json::from_slice(body).map_err(|e| ReviewError::Decode(e.to_string()))?;
-    let req = env
-        .request
-        .ok_or_else(|| ReviewError::Decode("missing request".into()))?;
-    let body = serde_json::to_vec(&serde_json::json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": {"uid": req.uid, "allowed": true}
-    }))
-    .map_err(|e| ReviewError::Decode(e.to_string()))?;
+/// Decide on one AdmissionReview: the bytes kube-apiserver sent in, the bytes to answer with.
+pub fn review(body: &[u8], policy: &Policy) -> Result<Reviewed, ReviewError> {
+    let request = decode(body)?;
+    let summary_base = Summary {
+        uid: request.uid.clone(),
+        operation: request.operation.clone(),
+        namespace: request.namespace.clone().unwrap_or_default(),
+        name: request.name.clone().unwrap_or_default(),
+        dry_run: request.dry_run.unwrap_or(false),
+        ..Summary::default()
+    };
+    let decision = decide(request, policy);
+    let body = encode(&summary_base.uid, &decision);
+    let name = match (&summary_base.name, &decision.object) {
+        (n, Some(obj)) if n.is_empty() => ksvc::name(obj).to_string(),
+        (n, _) => n.clone(),
+    };
     Ok(Reviewed {
         body,
         summary: Summary {
-            uid: req.uid,
-            allowed: true,
-            ..Summary::default()
+            name,
+            allowed: decision.allowed,
+            patch_ops: decision.ops.len(),
+            rejected_rules: decision.violations.iter().map(|v| v.rule).collect(),
+            ..summary_base
         },
+    })
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewOut<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: ResponseOut<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseOut<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+}
+
+/// The AdmissionReview response for `decision`, echoing `uid`.
+pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
+    let patch = (!decision.ops.is_empty()).then(|| {
+        let json = serde_json::to_vec(&decision.ops).unwrap_or_default();
+        base64::engine::general_purpose::STANDARD.encode(json)
+    });
+    let status = (!decision.allowed).then(|| rejection_status(decision));
+    let out = ReviewOut {
+        api_version: REVIEW_API_VERSION,
+        kind: "AdmissionReview",
+        response: ResponseOut {
+            uid,
+            allowed: decision.allowed,
+            status,
+            patch_type: patch.as_ref().map(|_| "JSONPatch"),
+            patch,
+            warnings: &decision.warnings,
+        },
+    };
+    serde_json::to_vec(&out).unwrap_or_default()
+}
+
+/// A `metav1.Status` for a rejection: 400 BadRequest, the message, and one cause per violation.
+fn rejection_status(decision: &Decision) -> Value {
+    let causes: Vec<Value> = decision
+        .violations
+        .iter()
+        .map(|v| {
+            serde_json::json!({
+                "reason": "FieldValueInvalid",
+                "field": v.path,
+                "message": format!("{}; {}", v.problem, v.fix),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "status": "Failure",
+        "code": 400,
+        "reason": "BadRequest",
+        "message": decision.message(),
+        "details": {"causes": causes},
     })
 }

@@ -9,6 +9,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::admission::Policy;
+use crate::mutate::Settings;
+use crate::naming::{DomainTemplate, TemplateError};
+
 /// Admission webhook, sidecar injector and watch loop for Knative Services.
 #[derive(Debug, Parser)]
 #[command(name = "ksvc-webhook", version, about, long_about = None)]
@@ -20,16 +24,108 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Mutate manifests offline as admission would: print the result, or the violations and exit 1.
+    Mutate(MutateArgs),
+    /// Answer an admission.k8s.io/v1 AdmissionReview exactly as the server would.
+    Review(ReviewArgs),
+    /// Strip everything the webhook added to manifests (env var, annotations, stop state).
+    Uninject(InputArgs),
     /// Print the deterministic KService name of an app identity.
     Name(NameArgs),
+    /// Print the spec SHA of each KService in a manifest (the `flyte.org/spec-sha` value).
+    Sha(InputArgs),
     /// Serve admission reviews over HTTPS (plus health and metrics).
     Serve(ServeArgs),
     /// Generate a CA and a serving certificate for the webhook Service.
     Certs(CertsArgs),
 }
 
+/// Cluster settings the admission decision depends on.
+#[derive(Debug, Clone, Args)]
+pub struct PolicyArgs {
+    /// Knative's route-host template (config-network `domain-template`); only `.Name`,
+    /// `.Namespace` and `.Domain` are supported.
+    #[arg(long, env = "KSVC_WEBHOOK_DOMAIN_TEMPLATE", default_value = DomainTemplate::DEFAULT)]
+    pub domain_template: String,
+    /// The cluster's route domain (Knative's config-domain), used to check host lengths.
+    #[arg(long, env = "KSVC_WEBHOOK_DOMAIN", default_value = "example.com")]
+    pub domain: String,
+    /// Template of the endpoint suffix of managed apps: `{{ project }}` and `{{ domain }}` are
+    /// replaced by the lower-cased identity labels.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_ENDPOINT_SUFFIX_TEMPLATE",
+        default_value = "{{ project }}-{{ domain }}"
+    )]
+    pub endpoint_suffix_template: String,
+    /// The cluster sets config-autoscaler `allow-zero-initial-scale: "true"`, so stopping an app
+    /// may also set `initial-scale: "0"` (Knative rejects it otherwise).
+    #[arg(long, env = "KSVC_WEBHOOK_ALLOW_ZERO_INITIAL_SCALE")]
+    pub allow_zero_initial_scale: bool,
+}
+
+impl PolicyArgs {
+    /// The validated policy.
+    pub fn policy(&self) -> Result<Policy, TemplateError> {
+        Ok(Policy {
+            domain_template: DomainTemplate::new(&self.domain_template, &self.domain)?,
+            mutate: Settings {
+                suffix_template: self.endpoint_suffix_template.clone(),
+                allow_zero_initial_scale: self.allow_zero_initial_scale,
+            },
+        })
+    }
+}
+
+/// A manifest to read.
+#[derive(Debug, Clone, Args)]
+pub struct InputArgs {
+    /// The manifest: a file of JSON or (multi-document) YAML, or `-` for standard input.
+    #[arg(short = 'f', long = "filename", value_name = "FILE|-")]
+    pub file: PathBuf,
+}
+
+/// The admission operation to simulate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OperationArg {
+    Create,
+    Update,
+}
+
+/// Arguments of `mutate`.
+#[derive(Debug, Clone, Args)]
+pub struct MutateArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// The namespace of objects that do not set one.
+    #[arg(
+        short = 'n',
+        long,
+        env = "KSVC_WEBHOOK_NAMESPACE",
+        default_value = "default"
+    )]
+    pub namespace: String,
+    /// The operation to simulate; UPDATE checks the rules that compare with `--old`.
+    #[arg(long, value_enum, default_value_t = OperationArg::Create)]
+    pub operation: OperationArg,
+    /// The stored object, for UPDATE (identity labels must not change).
+    #[arg(long, value_name = "FILE")]
+    pub old: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// Arguments of `review`.
+#[derive(Debug, Clone, Args)]
+pub struct ReviewArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
 /// Arguments of `name`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct NameArgs {
     /// The app's project.
     #[arg(long)]
@@ -79,6 +175,8 @@ pub struct ServeArgs {
     /// Log line format.
     #[arg(long, env = "KSVC_WEBHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
 }
 
 /// How log lines are written.
@@ -94,10 +192,18 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Args)]
 pub struct CertsArgs {
     /// Name of the webhook's Kubernetes Service.
-    #[arg(long, env = "KSVC_WEBHOOK_SERVICE", default_value = "ksvc-webhook")]
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SERVICE_NAME",
+        default_value = "ksvc-webhook"
+    )]
     pub service: String,
     /// Namespace of the webhook's Kubernetes Service.
-    #[arg(long, env = "KSVC_WEBHOOK_NAMESPACE", default_value = "ksvc-system")]
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SERVICE_NAMESPACE",
+        default_value = "ksvc-system"
+    )]
     pub namespace: String,
     /// Directory that receives ca.crt, tls.crt and tls.key.
     #[arg(long, env = "KSVC_WEBHOOK_CERTS_OUT", default_value = "certs")]
@@ -169,5 +275,33 @@ mod tests {
         assert_eq!(args.listen.to_string(), "0.0.0.0:8443");
         assert_eq!(args.drain_period, Duration::from_secs(5));
         assert!(!args.http2);
+        assert!(args.policy.policy().is_ok());
+    }
+
+    #[test]
+    fn every_flag_is_documented() {
+        fn walk(cmd: &clap::Command) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && id != "version" {
+                    assert!(
+                        arg.get_help().is_some(),
+                        "{} --{id} has no help",
+                        cmd.get_name()
+                    );
+                }
+            }
+            cmd.get_subcommands().for_each(walk);
+        }
+        walk(&Cli::command());
+    }
+
+    #[test]
+    fn default_policy_is_valid() {
+        let cli = Cli::parse_from(["ksvc-webhook", "review", "-f", "-"]);
+        let Command::Review(args) = cli.command else {
+            panic!("parsed another command")
+        };
+        assert!(args.policy.policy().is_ok());
     }
 }

@@ -7,7 +7,15 @@
 pub mod admission;
 pub mod cli;
 pub mod config;
+pub mod docs;
+pub mod edit;
 pub mod keys;
+pub mod ksvc;
+pub mod mutate;
+pub mod naming;
 pub mod pki;
 pub mod rbac;
 pub mod server;
+pub mod spec_sha;
+pub mod stop;
+pub mod validate;

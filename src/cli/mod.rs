@@ -1,6 +1,7 @@
 //! The subcommands: thin shells over the pure core.
 
 pub mod certs;
+mod offline;
 pub mod serve;
 
 use crate::config::{Cli, Command};
@@ -8,10 +9,11 @@ use crate::config::{Cli, Command};
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Name(args) => {
-            println!("{}-{}-{}", args.name, args.project, args.domain);
-            Ok(())
-        }
+        Command::Mutate(args) => offline::mutate(&args),
+        Command::Review(args) => offline::review(&args),
+        Command::Uninject(args) => offline::uninject(&args),
+        Command::Name(args) => offline::name(&args),
+        Command::Sha(args) => offline::sha(&args),
         Command::Serve(args) => serve::run(args),
         Command::Certs(args) => certs::run(args),
     }

@@ -3,8 +3,6 @@
 //! Thin: translates [`ServeArgs`] into [`server::Options`] and owns process-level concerns
 //! (worker threads, log format). Everything else lives in [`crate::server`].
 
-use std::sync::Arc;
-
 use anyhow::Context;
 
 use crate::admission::Policy;
@@ -23,7 +21,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(options(&args)))
+    let policy = args
+        .policy
+        .policy()
+        .context("invalid admission policy flags")?;
+    runtime.block_on(serve(options(&args), policy))
 }
 
 /// The server options the flags describe.
@@ -46,10 +48,10 @@ pub fn options(args: &ServeArgs) -> server::Options {
     }
 }
 
-async fn serve(options: server::Options) -> anyhow::Result<()> {
-    let server = Server::new(options, Policy::default());
-    // Hot reload of the policy (sidecar catalogue) is wired here through `server.policy()`.
-    let _policy: Arc<_> = server.policy();
+async fn serve(options: server::Options, policy: Policy) -> anyhow::Result<()> {
+    // Extension points (policy hot reload, extra routes, readiness gates, metrics) are wired
+    // here, before `bind`: see the `server` module docs.
+    let server = Server::new(options, policy);
     let bound = server.bind().await?;
     tracing::info!(
         listen = %bound.local_addr()?,

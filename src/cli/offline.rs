@@ -1,0 +1,178 @@
+//! `mutate`, `review`, `uninject`, `name` and `sha`: the admission core on files, no cluster.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::admission::{self, GroupVersionKind, Request};
+use crate::config::{InputArgs, MutateArgs, NameArgs, OperationArg, ReviewArgs};
+use crate::docs::{self, Documents};
+use crate::edit::Editor;
+use crate::{ksvc, mutate as edits, naming};
+
+/// Read a file, or standard input for `-`.
+fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    if path == Path::new("-") {
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .context("cannot read standard input")?;
+    } else {
+        bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    }
+    Ok(bytes)
+}
+
+fn read_docs(path: &Path) -> anyhow::Result<Documents> {
+    docs::parse(&read(path)?).with_context(|| format!("cannot parse {}", path.display()))
+}
+
+fn write_out(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("cannot write to standard output")
+}
+
+/// Apply `f` to every KService in `doc`, looking inside `kind: List`.
+fn each_kservice(
+    doc: &mut Value,
+    f: &mut impl FnMut(&mut Value) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    if doc.get("kind").and_then(Value::as_str) == Some("List") {
+        if let Some(items) = doc.get_mut("items").and_then(Value::as_array_mut) {
+            for item in items {
+                each_kservice(item, f)?;
+            }
+        }
+        return Ok(());
+    }
+    if docs::is_kservice(doc) {
+        f(doc)
+    } else {
+        Ok(())
+    }
+}
+
+/// `mutate`: print the mutated manifests, or the violations and fail.
+pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
+    let policy = args.policy.policy()?;
+    let mut input = read_docs(&args.input.file)?;
+    let old = match &args.old {
+        Some(path) => {
+            let mut docs = read_docs(path)?.items;
+            if docs.len() != 1 {
+                bail!(
+                    "{} must hold exactly one object, found {}",
+                    path.display(),
+                    docs.len()
+                );
+            }
+            docs.pop()
+        }
+        None => None,
+    };
+    let operation = match args.operation {
+        OperationArg::Create => "CREATE",
+        OperationArg::Update => "UPDATE",
+    };
+    let mut rejections = Vec::new();
+    for doc in &mut input.items {
+        each_kservice(doc, &mut |obj| {
+            let request = Request {
+                uid: "offline".into(),
+                kind: Some(GroupVersionKind {
+                    group: "serving.knative.dev".into(),
+                    version: "v1".into(),
+                    kind: "Service".into(),
+                }),
+                operation: operation.into(),
+                namespace: Some(args.namespace.clone()),
+                object: Some(obj.take()),
+                old_object: old.clone(),
+                ..Request::default()
+            };
+            let shown = display_name(request.object.as_ref());
+            let decision = admission::decide(request, &policy);
+            for warning in &decision.warnings {
+                eprintln!("warning: {shown}: {warning}");
+            }
+            if decision.allowed {
+                *obj = decision.object.unwrap_or_default();
+            } else {
+                rejections.push(format!("{shown} rejected: {}", decision.message()));
+            }
+            Ok(())
+        })?;
+    }
+    if !rejections.is_empty() {
+        bail!("{}", rejections.join("\n"));
+    }
+    write_out(&docs::render(input.format, &input.items)?)
+}
+
+fn display_name(obj: Option<&Value>) -> String {
+    match obj.map(ksvc::name) {
+        Some(name) if !name.is_empty() => format!("Service {name:?}"),
+        _ => "Service".to_string(),
+    }
+}
+
+/// `review`: print the AdmissionReview response the server would send.
+pub fn review(args: &ReviewArgs) -> anyhow::Result<()> {
+    let policy = args.policy.policy()?;
+    let body = read(&args.input.file)?;
+    let reviewed = admission::review(&body, &policy)?;
+    let mut text = String::from_utf8_lossy(&reviewed.body).into_owned();
+    text.push('\n');
+    write_out(&text)
+}
+
+/// `uninject`: the manifests without anything the webhook added.
+pub fn uninject(args: &InputArgs) -> anyhow::Result<()> {
+    let mut input = read_docs(&args.file)?;
+    for doc in &mut input.items {
+        each_kservice(doc, &mut |obj| {
+            let mut ed = Editor::new(obj);
+            if !edits::strip(&mut ed) {
+                eprintln!("warning: the stop-restore annotation is unreadable; stop state kept");
+            }
+            Ok(())
+        })?;
+    }
+    write_out(&docs::render(input.format, &input.items)?)
+}
+
+/// `name`: the deterministic KService name of an identity.
+pub fn name(args: &NameArgs) -> anyhow::Result<()> {
+    let app = naming::app_name(&args.project, &args.domain, &args.name);
+    if let Some(problem) = naming::dns1035_problem(&app.name) {
+        bail!("{:?} is not a valid KService name: it {problem}", app.name);
+    }
+    if app.hashed {
+        eprintln!("note: the name was hashed to fit 63 characters");
+    }
+    write_out(&format!("{}\n", app.name))
+}
+
+/// `sha`: the spec SHA of each KService, one per line.
+pub fn sha(args: &InputArgs) -> anyhow::Result<()> {
+    let mut input = read_docs(&args.file)?;
+    let mut lines = String::new();
+    for doc in &mut input.items {
+        each_kservice(doc, &mut |obj| {
+            lines.push_str(&crate::spec_sha::spec_sha(&edits::user_spec(obj)));
+            lines.push('\n');
+            Ok(())
+        })?;
+    }
+    if lines.is_empty() {
+        bail!(
+            "{} holds no serving.knative.dev/v1 Service",
+            args.file.display()
+        );
+    }
+    write_out(&lines)
+}

@@ -1,0 +1,131 @@
+//! PURE: read-only views of a Knative Service held as raw JSON, and the paths of its fields.
+//!
+//! The object stays a `serde_json::Value` so fields unknown to any Rust type survive every edit;
+//! these helpers only read. Paths are token lists (JSON Pointer segments, unescaped).
+
+use serde_json::{Map, Value};
+
+use crate::keys;
+
+/// `metadata.labels`.
+pub const LABELS: &[&str] = &["metadata", "labels"];
+/// `metadata.annotations`.
+pub const ANNOTATIONS: &[&str] = &["metadata", "annotations"];
+/// `spec.template.metadata.annotations`.
+pub const TEMPLATE_ANNOTATIONS: &[&str] = &["spec", "template", "metadata", "annotations"];
+/// `spec.template.spec.containers`.
+pub const CONTAINERS: &[&str] = &["spec", "template", "spec", "containers"];
+/// `spec.template.spec.volumes`.
+pub const VOLUMES: &[&str] = &["spec", "template", "spec", "volumes"];
+
+/// The value at `path`, walking maps by key and arrays by index.
+pub fn get<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(doc, |node, token| match node {
+        Value::Object(map) => map.get(*token),
+        Value::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
+        _ => None,
+    })
+}
+
+/// The string at `path`, if it is one.
+pub fn get_str<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a str> {
+    get(doc, path).and_then(Value::as_str)
+}
+
+/// The map at `path` joined with `key`, e.g. a label's value.
+pub fn entry<'a>(doc: &'a Value, map_path: &[&str], key: &str) -> Option<&'a str> {
+    get(doc, map_path)
+        .and_then(Value::as_object)
+        .and_then(|m| m.get(key))
+        .and_then(Value::as_str)
+}
+
+/// `metadata.name`, empty when unset.
+pub fn name(doc: &Value) -> &str {
+    get_str(doc, &["metadata", "name"]).unwrap_or_default()
+}
+
+/// `metadata.generateName`, empty when unset.
+pub fn generate_name(doc: &Value) -> &str {
+    get_str(doc, &["metadata", "generateName"]).unwrap_or_default()
+}
+
+/// `metadata.namespace`, empty when unset.
+pub fn namespace(doc: &Value) -> &str {
+    get_str(doc, &["metadata", "namespace"]).unwrap_or_default()
+}
+
+/// A managed app's identity: the values of the three identity labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub project: String,
+    pub domain: String,
+    pub name: String,
+}
+
+impl Identity {
+    /// `project/domain/name`, the `flyte.org/app-id` annotation value.
+    pub fn app_id(&self) -> String {
+        format!("{}/{}/{}", self.project, self.domain, self.name)
+    }
+}
+
+/// The identity labels in a fixed order, with their values where present.
+pub fn identity_labels(doc: &Value) -> [(&'static str, Option<&str>); 3] {
+    [
+        keys::LABEL_PROJECT,
+        keys::LABEL_DOMAIN,
+        keys::LABEL_APP_NAME,
+    ]
+    .map(|key| (key, entry(doc, LABELS, key)))
+}
+
+/// The identity, when all three identity labels are present.
+pub fn identity(doc: &Value) -> Option<Identity> {
+    match identity_labels(doc) {
+        [(_, Some(project)), (_, Some(domain)), (_, Some(name))] => Some(Identity {
+            project: project.to_string(),
+            domain: domain.to_string(),
+            name: name.to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// Whether the stop label asks for the app to be stopped.
+pub fn stopped(doc: &Value) -> bool {
+    entry(doc, LABELS, keys::LABEL_APP_STOPPED) == Some("true")
+}
+
+/// The containers of the revision template (empty when absent or malformed).
+pub fn containers(doc: &Value) -> &[Value] {
+    get(doc, CONTAINERS)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// The index of the serving container: the one that declares a port, else the first.
+pub fn serving_container(containers: &[Value]) -> Option<usize> {
+    let declares_port = |c: &Value| {
+        c.get("ports")
+            .and_then(Value::as_array)
+            .is_some_and(|p| !p.is_empty())
+    };
+    containers
+        .iter()
+        .position(declares_port)
+        .or((!containers.is_empty()).then_some(0))
+}
+
+/// A container's `name`, empty when unset.
+pub fn container_name(container: &Value) -> &str {
+    container
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The map at `path`, when it is one.
+pub fn map<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a Map<String, Value>> {
+    get(doc, path).and_then(Value::as_object)
+}

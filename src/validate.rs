@@ -1,0 +1,334 @@
+//! PURE: the rules a KService must meet, as a list of violations a person can act on.
+//!
+//! Each violation says where (`path`), what is wrong (`problem`) and how to fix it (`fix`); one
+//! response lists them all. Rules only read the object: no edits happen here.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::keys;
+use crate::ksvc;
+use crate::naming::{self, DomainTemplate};
+use crate::stop;
+
+/// One broken rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// A short stable id of the rule, for metrics (e.g. `name`, `identity-immutable`).
+    pub rule: &'static str,
+    /// The field path, e.g. `metadata.labels[flyte.org/project]`.
+    pub path: String,
+    /// What is wrong.
+    pub problem: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}; {}", self.path, self.problem, self.fix)
+    }
+}
+
+fn violation(
+    rule: &'static str,
+    path: impl Into<String>,
+    problem: impl Into<String>,
+    fix: impl Into<String>,
+) -> Violation {
+    Violation {
+        rule,
+        path: path.into(),
+        problem: problem.into(),
+        fix: fix.into(),
+    }
+}
+
+/// Whether the request creates or updates the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+}
+
+/// What the rules look at.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    pub operation: Operation,
+    pub object: &'a Value,
+    /// The stored object, on UPDATE.
+    pub old_object: Option<&'a Value>,
+    /// The namespace the object lives in (from the object, else from the request).
+    pub namespace: &'a str,
+    pub domain_template: &'a DomainTemplate,
+}
+
+/// Every rule the object breaks, in a stable order.
+pub fn validate(input: &Input) -> Vec<Violation> {
+    let mut out = Vec::new();
+    shapes(input.object, &mut out);
+    if !out.is_empty() {
+        // Later rules read these fields; with the wrong shapes they would only add noise.
+        return out;
+    }
+    identity(input, &mut out);
+    names(input, &mut out);
+    stopped_label(input.object, &mut out);
+    containers(input.object, &mut out);
+    out
+}
+
+/// Fields the webhook reads or edits must have the shape Kubernetes gives them.
+fn shapes(doc: &Value, out: &mut Vec<Violation>) {
+    let maps: [(&[&str], &str); 4] = [
+        (&["metadata"], "metadata"),
+        (ksvc::LABELS, "metadata.labels"),
+        (ksvc::ANNOTATIONS, "metadata.annotations"),
+        (
+            ksvc::TEMPLATE_ANNOTATIONS,
+            "spec.template.metadata.annotations",
+        ),
+    ];
+    if !doc.is_object() {
+        out.push(violation(
+            "object",
+            "object",
+            "is not a JSON object",
+            "send a serving.knative.dev/v1 Service",
+        ));
+        return;
+    }
+    for (path, shown) in maps {
+        match ksvc::get(doc, path) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) if path.len() > 1 => {
+                if let Some((key, _)) = map.iter().find(|(_, v)| !v.is_string()) {
+                    out.push(violation(
+                        "object",
+                        format!("{shown}[{key}]"),
+                        "is not a string",
+                        "quote the value",
+                    ));
+                }
+            }
+            Some(Value::Object(_)) => {}
+            Some(_) => out.push(violation(
+                "object",
+                shown,
+                "is not a map",
+                "write it as key: value pairs",
+            )),
+        }
+    }
+    if !matches!(
+        ksvc::get(doc, ksvc::CONTAINERS),
+        None | Some(Value::Null) | Some(Value::Array(_))
+    ) {
+        out.push(violation(
+            "object",
+            "spec.template.spec.containers",
+            "is not a list",
+            "write it as a list of containers",
+        ));
+    }
+    if let Err(err) = stop::restore_record(doc) {
+        out.push(violation(
+            "stop-record",
+            format!("metadata.annotations[{}]", keys::ANNOTATION_STOP_RESTORE),
+            format!("cannot be read ({err})"),
+            "remove it; the webhook writes it when the app is stopped",
+        ));
+    }
+}
+
+fn names(input: &Input, out: &mut Vec<Violation>) {
+    let doc = input.object;
+    let name = ksvc::name(doc);
+    let generate = ksvc::generate_name(doc);
+    let managed = ksvc::identity(doc).is_some();
+    if !name.is_empty() {
+        if let Some(problem) = naming::dns1035_problem(name) {
+            out.push(violation(
+                "name",
+                "metadata.name",
+                format!("{name:?} is not a DNS-1035 label: it {problem}"),
+                "use at most 63 lower-case letters, digits and '-', starting with a letter",
+            ));
+            return;
+        }
+    } else if !generate.is_empty() && !managed {
+        if let Some(problem) = naming::generate_name_problem(generate) {
+            out.push(violation(
+                "generate-name",
+                "metadata.generateName",
+                format!("{generate:?} is not a DNS-1035 prefix: it {problem}"),
+                "use at most 58 lower-case letters, digits and '-', starting with a letter",
+            ));
+            return;
+        }
+    } else if !managed {
+        out.push(violation(
+            "name",
+            "metadata.name",
+            "is required",
+            "set metadata.name, or metadata.generateName for a generated name",
+        ));
+        return;
+    }
+    route_host(input, out);
+}
+
+/// Every DNS label of the route host must fit, with the name as it will be.
+fn route_host(input: &Input, out: &mut Vec<Violation>) {
+    let doc = input.object;
+    let name = match (ksvc::name(doc), ksvc::identity(doc)) {
+        ("", Some(id)) => naming::app_name(&id.project, &id.domain, &id.name).name,
+        ("", None) => format!("{}xxxxx", ksvc::generate_name(doc)),
+        (name, _) => name.to_string(),
+    };
+    if let Some(problem) = input.domain_template.host_problem(&name, input.namespace) {
+        out.push(violation(
+            "route-host",
+            "metadata.name",
+            format!("{name:?} in namespace {:?} {problem}", input.namespace),
+            "shorten the name (or the namespace) so every DNS label of the host has at most 63 characters",
+        ));
+    }
+}
+
+fn identity(input: &Input, out: &mut Vec<Violation>) {
+    let doc = input.object;
+    let labels = ksvc::identity_labels(doc);
+    let present: Vec<&str> = labels
+        .iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(k, _)| *k)
+        .collect();
+    let missing: Vec<&str> = labels
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| *k)
+        .collect();
+    if !present.is_empty() && !missing.is_empty() {
+        out.push(violation(
+            "identity-partial",
+            "metadata.labels",
+            format!("has {} but not {}", present.join(", "), missing.join(", ")),
+            "set all three identity labels to make a managed app, or none of them",
+        ));
+    }
+    for (key, value) in labels {
+        let Some(value) = value else { continue };
+        let problem = if value.is_empty() {
+            Some("is empty".to_string())
+        } else {
+            naming::label_value_problem(value)
+        };
+        if let Some(problem) = problem {
+            out.push(violation(
+                "identity-value",
+                format!("metadata.labels[{key}]"),
+                format!("{value:?} {problem}"),
+                "use a valid label value: at most 63 letters, digits, '-', '_' or '.'",
+            ));
+        }
+    }
+    if let (Operation::Update, Some(old)) = (input.operation, input.old_object) {
+        for ((key, new), (_, before)) in labels.iter().zip(ksvc::identity_labels(old)) {
+            if *new != before {
+                out.push(violation(
+                    "identity-immutable",
+                    format!("metadata.labels[{key}]"),
+                    format!("changed from {} to {}", shown(before), shown(*new)),
+                    "identity labels cannot change; create a new KService for a new identity",
+                ));
+            }
+        }
+    }
+    if out.iter().any(|v| v.rule.starts_with("identity")) {
+        return;
+    }
+    if let Some(id) = ksvc::identity(doc) {
+        managed_name(input, &id, out);
+    }
+}
+
+fn shown(value: Option<&str>) -> String {
+    value.map_or_else(|| "absent".to_string(), |v| format!("{v:?}"))
+}
+
+fn managed_name(input: &Input, id: &ksvc::Identity, out: &mut Vec<Violation>) {
+    let want = naming::app_name(&id.project, &id.domain, &id.name);
+    if let Some(problem) = naming::dns1035_problem(&want.name) {
+        out.push(violation(
+            "identity-name",
+            format!("metadata.labels[{}]", keys::LABEL_APP_NAME),
+            format!("app {} gives the name {:?}, which {problem}", id.app_id(), want.name),
+            "use an app name, project and domain of lower-case letters, digits and '-', with a letter first",
+        ));
+        return;
+    }
+    let name = ksvc::name(input.object);
+    if !name.is_empty() && name != want.name {
+        out.push(violation(
+            "identity-name",
+            "metadata.name",
+            format!(
+                "is {name:?} but app {} must be named {:?}",
+                id.app_id(),
+                want.name
+            ),
+            format!(
+                "set metadata.name to {:?}, or leave it empty and the webhook sets it",
+                want.name
+            ),
+        ));
+    }
+}
+
+fn stopped_label(doc: &Value, out: &mut Vec<Violation>) {
+    if let Some(value) = ksvc::entry(doc, ksvc::LABELS, keys::LABEL_APP_STOPPED)
+        && value != "true"
+        && value != "false"
+    {
+        out.push(violation(
+            "stopped-value",
+            format!("metadata.labels[{}]", keys::LABEL_APP_STOPPED),
+            format!("is {value:?}"),
+            "use \"true\" to stop the app or \"false\" to run it",
+        ));
+    }
+}
+
+fn containers(doc: &Value, out: &mut Vec<Violation>) {
+    let containers = ksvc::containers(doc);
+    if containers.is_empty() {
+        out.push(violation(
+            "containers",
+            "spec.template.spec.containers",
+            "has no container",
+            "add a container with at least an image",
+        ));
+    }
+    for (i, c) in containers.iter().enumerate() {
+        if !c.is_object() {
+            out.push(violation(
+                "containers",
+                format!("spec.template.spec.containers[{i}]"),
+                "is not a map",
+                "write the container as key: value pairs",
+            ));
+        } else if !matches!(
+            c.get("env"),
+            None | Some(Value::Null) | Some(Value::Array(_))
+        ) {
+            out.push(violation(
+                "containers",
+                format!("spec.template.spec.containers[{i}].env"),
+                "is not a list",
+                "write env as a list of name/value entries",
+            ));
+        }
+    }
+}
