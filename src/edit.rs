@@ -2,16 +2,44 @@
 //!
 //! Every change to an admitted object goes through an [`Editor`], so the patch sent to the API
 //! server is exactly the list of changes made — nothing is re-serialised, nothing the webhook does
-//! not own is touched, and an edit that changes nothing records nothing.
+//! not own is touched, and an edit that changes nothing records nothing. A [`Editor::reversible`]
+//! editor also keeps what each edit replaced, so [`Editor::undo`] can put the document back
+//! without ever copying it (the spec SHA is computed that way over the stripped object).
 
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use jsonptr::PointerBuf;
 use serde_json::{Map, Value};
 
+/// How to take one edit back.
+#[derive(Debug)]
+enum Undo {
+    /// Put `previous` back under `key` of the map at `parent`, or remove the key when `None`.
+    MapKey {
+        parent: Vec<String>,
+        key: String,
+        previous: Option<Value>,
+    },
+    /// Put `previous` back at `index` of the array at `parent`.
+    ArraySet {
+        parent: Vec<String>,
+        index: usize,
+        previous: Value,
+    },
+    /// Re-insert a removed element at `index` of the array at `parent`.
+    ArrayInsert {
+        parent: Vec<String>,
+        index: usize,
+        value: Value,
+    },
+    /// Drop the element a push appended to the array at `parent`.
+    ArrayPop { parent: Vec<String> },
+}
+
 /// Applies edits to `doc` and records each one as a JSON Patch operation.
 pub struct Editor<'a> {
     doc: &'a mut Value,
     ops: Vec<PatchOperation>,
+    undo: Option<Vec<Undo>>,
 }
 
 impl<'a> Editor<'a> {
@@ -20,7 +48,22 @@ impl<'a> Editor<'a> {
         Self {
             doc,
             ops: Vec::new(),
+            undo: None,
         }
+    }
+
+    /// An editor whose edits [`Editor::undo`] takes back; it keeps undo steps instead of patch
+    /// operations.
+    pub fn reversible(doc: &'a mut Value) -> Self {
+        Self {
+            undo: Some(Vec::new()),
+            ..Self::new(doc)
+        }
+    }
+
+    /// A reversible editor over this editor's document; its edits are not recorded here.
+    pub fn scratch(&mut self) -> Editor<'_> {
+        Editor::reversible(self.doc)
     }
 
     /// The document as edited so far.
@@ -33,10 +76,60 @@ impl<'a> Editor<'a> {
         self.ops
     }
 
+    /// Take back every edit of a reversible editor, newest first.
+    pub fn undo(self) {
+        for step in self.undo.into_iter().flatten().rev() {
+            match step {
+                Undo::MapKey {
+                    parent,
+                    key,
+                    previous,
+                } => {
+                    if let Some(Value::Object(map)) = get_mut(self.doc, &tokens(&parent)) {
+                        match previous {
+                            Some(v) => map.insert(key, v),
+                            None => map.remove(&key),
+                        };
+                    }
+                }
+                Undo::ArraySet {
+                    parent,
+                    index,
+                    previous,
+                } => {
+                    if let Some(slot) = array_at(self.doc, &parent).and_then(|a| a.get_mut(index)) {
+                        *slot = previous;
+                    }
+                }
+                Undo::ArrayInsert {
+                    parent,
+                    index,
+                    value,
+                } => {
+                    if let Some(items) = array_at(self.doc, &parent).filter(|a| index <= a.len()) {
+                        items.insert(index, value);
+                    }
+                }
+                Undo::ArrayPop { parent } => {
+                    if let Some(items) = array_at(self.doc, &parent) {
+                        items.pop();
+                    }
+                }
+            }
+        }
+    }
+
+    fn keep(&mut self, step: impl FnOnce() -> Undo) {
+        if let Some(log) = &mut self.undo {
+            log.push(step());
+        }
+    }
+
     /// Set the value at `path` (map keys only below arrays), creating missing parent maps.
     /// A parent that is `null` counts as missing. Nothing is recorded when the value is already
     /// there.
     pub fn set(&mut self, path: &[&str], value: Value) {
+        let recording = self.undo.is_none();
         let mut node = &mut *self.doc;
         for (depth, token) in path.iter().enumerate() {
             let last = depth + 1 == path.len();
@@ -48,11 +141,19 @@ impl<'a> Editor<'a> {
                             return;
                         }
                         let built = nest(&path[depth + 1..], value);
-                        map.insert((*token).to_string(), built.clone());
-                        self.ops.push(PatchOperation::Add(AddOperation {
-                            path: pointer(&path[..=depth]),
-                            value: built,
-                        }));
+                        let copy = recording.then(|| built.clone());
+                        let previous = map.insert((*token).to_string(), built);
+                        if let Some(value) = copy {
+                            self.ops.push(PatchOperation::Add(AddOperation {
+                                path: pointer(&path[..=depth]),
+                                value,
+                            }));
+                        }
+                        self.keep(|| Undo::MapKey {
+                            parent: owned(&path[..depth]),
+                            key: (*token).to_string(),
+                            previous,
+                        });
                         return;
                     }
                     match map.get_mut(*token) {
@@ -67,11 +168,19 @@ impl<'a> Editor<'a> {
                     };
                     if last {
                         if items[slot] != value {
-                            items[slot] = value.clone();
-                            self.ops.push(PatchOperation::Replace(ReplaceOperation {
-                                path: pointer(path),
-                                value,
-                            }));
+                            let copy = recording.then(|| value.clone());
+                            let previous = std::mem::replace(&mut items[slot], value);
+                            if let Some(value) = copy {
+                                self.ops.push(PatchOperation::Replace(ReplaceOperation {
+                                    path: pointer(path),
+                                    value,
+                                }));
+                            }
+                            self.keep(|| Undo::ArraySet {
+                                parent: owned(&path[..depth]),
+                                index: slot,
+                                previous,
+                            });
                         }
                         return;
                     }
@@ -87,21 +196,29 @@ impl<'a> Editor<'a> {
         let Some((last, parent)) = path.split_last() else {
             return;
         };
-        let removed = match get_mut(self.doc, parent) {
-            Some(Value::Object(map)) => map.remove(*last).is_some(),
+        let undo = match get_mut(self.doc, parent) {
+            Some(Value::Object(map)) => map.remove(*last).map(|previous| Undo::MapKey {
+                parent: owned(parent),
+                key: (*last).to_string(),
+                previous: Some(previous),
+            }),
             Some(Value::Array(items)) => match last.parse::<usize>() {
-                Ok(i) if i < items.len() => {
-                    items.remove(i);
-                    true
-                }
-                _ => false,
+                Ok(index) if index < items.len() => Some(Undo::ArrayInsert {
+                    parent: owned(parent),
+                    index,
+                    value: items.remove(index),
+                }),
+                _ => None,
             },
-            _ => false,
+            _ => None,
         };
-        if removed {
-            self.ops.push(PatchOperation::Remove(RemoveOperation {
-                path: pointer(path),
-            }));
+        if let Some(undo) = undo {
+            if self.undo.is_none() {
+                self.ops.push(PatchOperation::Remove(RemoveOperation {
+                    path: pointer(path),
+                }));
+            }
+            self.keep(|| undo);
         }
     }
 
@@ -109,11 +226,17 @@ impl<'a> Editor<'a> {
     pub fn push(&mut self, path: &[&str], value: Value) {
         match get_mut(self.doc, path) {
             Some(Value::Array(items)) => {
-                items.push(value.clone());
-                let mut at = pointer(path);
-                at.push_back("-");
-                self.ops
-                    .push(PatchOperation::Add(AddOperation { path: at, value }));
+                let copy = self.undo.is_none().then(|| value.clone());
+                items.push(value);
+                if let Some(value) = copy {
+                    let mut at = pointer(path);
+                    at.push_back("-");
+                    self.ops
+                        .push(PatchOperation::Add(AddOperation { path: at, value }));
+                }
+                self.keep(|| Undo::ArrayPop {
+                    parent: owned(path),
+                });
             }
             _ => self.set(path, Value::Array(vec![value])),
         }
@@ -127,6 +250,18 @@ fn get_mut<'v>(doc: &'v mut Value, path: &[&str]) -> Option<&'v mut Value> {
         Value::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
         _ => None,
     })
+}
+
+fn owned(path: &[&str]) -> Vec<String> {
+    path.iter().map(|t| (*t).to_string()).collect()
+}
+
+fn tokens(path: &[String]) -> Vec<&str> {
+    path.iter().map(String::as_str).collect()
+}
+
+fn array_at<'v>(doc: &'v mut Value, path: &[String]) -> Option<&'v mut Vec<Value>> {
+    get_mut(doc, &tokens(path)).and_then(Value::as_array_mut)
 }
 
 /// `value` wrapped in one map per token: `nest(["a","b"], v)` is `{"a":{"b":v}}`.
@@ -192,6 +327,23 @@ mod tests {
             ed.set(&["metadata", "labels", "k"], json!("v"));
         });
         assert_eq!(doc, json!({"metadata": {"labels": {"k": "v"}}}));
+    }
+
+    #[test]
+    fn undo_puts_the_document_back() {
+        let original = json!({"a": {"b": [1, 2, 3], "c": "x"}, "d": null});
+        let mut doc = original.clone();
+        let mut ed = Editor::reversible(&mut doc);
+        ed.remove(&["a", "b", "1"]);
+        ed.push(&["a", "b"], json!(9));
+        ed.set(&["a", "b", "0"], json!(0));
+        ed.set(&["a", "c"], json!("y"));
+        ed.remove(&["a", "c"]);
+        ed.set(&["d", "e", "f"], json!(1));
+        ed.push(&["g"], json!([]));
+        assert_ne!(ed.doc(), &original);
+        ed.undo();
+        assert_eq!(doc, original);
     }
 
     #[test]

@@ -41,3 +41,13 @@ pub const ENV_INTERNAL_APP_ENDPOINT_PATTERN: &str = "INTERNAL_APP_ENDPOINT_PATTE
 
 /// The field manager of every write the watch loop makes.
 pub const FIELD_MANAGER: &str = "ksvc-webhook";
+
+/// Namespace label: `disabled` keeps the webhook from intercepting KServices in that namespace.
+pub const LABEL_NAMESPACE_INJECT: &str = "ksvc-webhook.flyte.org/inject";
+/// The value of [`LABEL_NAMESPACE_INJECT`] that opts a namespace out.
+pub const NAMESPACE_INJECT_DISABLED: &str = "disabled";
+/// Certificate Secret annotation: when the staged next CA entered the CA bundle (RFC 3339).
+pub const ANNOTATION_CA_NEXT_SINCE: &str = "ksvc-webhook.flyte.org/ca-next-since";
+/// Certificate Secret annotation: when the previous CA stopped signing (RFC 3339); it stays in
+/// the CA bundle for the overlap period after that.
+pub const ANNOTATION_CA_PREVIOUS_SINCE: &str = "ksvc-webhook.flyte.org/ca-previous-since";

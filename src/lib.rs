@@ -5,6 +5,7 @@
 //! and reads no clock; the shells ([`cli`], [`server`], `watch`) own sockets, files and the cluster.
 
 pub mod admission;
+pub mod certmgr;
 pub mod cli;
 pub mod config;
 pub mod docs;

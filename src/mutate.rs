@@ -87,7 +87,7 @@ pub fn inject(ed: &mut Editor, target: Target, settings: &Settings) -> Vec<Strin
         set_annotation(ed, keys::ANNOTATION_APP_MANAGED, "true");
         set_annotation(ed, keys::ANNOTATION_APP_ID, &id.app_id());
     }
-    let sha = spec_sha(&user_spec(ed.doc()));
+    let sha = stripped_sha(ed);
     set_annotation(ed, keys::ANNOTATION_SPEC_SHA, &sha);
     warnings
 }
@@ -192,6 +192,15 @@ fn remove_endpoint_env(ed: &mut Editor) {
     {
         ed.remove(&env_path);
     }
+}
+
+/// The spec SHA of `ed`'s object as the user wrote it: stripped in place, hashed, put back.
+fn stripped_sha(ed: &mut Editor) -> String {
+    let mut scratch = ed.scratch();
+    strip(&mut scratch);
+    let sha = spec_sha(scratch.doc().get("spec").unwrap_or(&Value::Null));
+    scratch.undo();
+    sha
 }
 
 /// The spec as the user wrote it: `doc.spec` with everything the webhook injects taken away.

@@ -1,0 +1,84 @@
+//! Self-managed webhook certificates: the CA and serving certificate in a Secret shared by all
+//! replicas, written to the server's certificate directory, and the CA bundle published in the
+//! MutatingWebhookConfiguration.
+//!
+//! Layout: [`state`] (PURE, the Secret's content and the bundle), [`plan`] (PURE, what to do
+//! next), [`issue`] (new keys for a plan), [`files`] (atomic file set), [`shell`] (the API
+//! calls, the loop). Entry point: [`start`].
+//!
+//! Never decides anything in the shell: every rotation step is chosen by [`plan::plan`]. Never
+//! writes a Secret or the webhook configuration other than the two named in [`CertArgs`].
+
+pub mod files;
+pub mod issue;
+pub mod plan;
+pub mod shell;
+pub mod state;
+
+use std::path::PathBuf;
+
+pub use plan::{Plan, Policy};
+pub use shell::{Manager, Synced, start};
+pub use state::SecretData;
+
+pub use crate::config::CertArgs;
+use crate::rbac::ApiCall;
+
+/// Every Kubernetes API call this module makes (see `manifests/rbac-certs.yaml`).
+pub const API_CALLS: &[ApiCall] = &[
+    ApiCall::new("", "secrets", "get"),
+    ApiCall::new("", "secrets", "create"),
+    ApiCall::new("", "secrets", "update"),
+    ApiCall::new(
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "get",
+    ),
+    ApiCall::new(
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "patch",
+    ),
+];
+
+/// The files written into the certificate directory.
+pub const FILE_TLS_CRT: &str = "tls.crt";
+/// The serving key file (mode 0600).
+pub const FILE_TLS_KEY: &str = "tls.key";
+/// The CA bundle file: every CA kube-apiserver currently trusts for this webhook.
+pub const FILE_CA_CRT: &str = "ca.crt";
+
+/// Errors of certificate self-management.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API call failed: {call}")]
+    Api {
+        call: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("kubernetes API call timed out after {secs}s: {call}")]
+    Timeout { call: &'static str, secs: u64 },
+    #[error("cannot issue certificates")]
+    Pki(#[from] crate::pki::Error),
+    #[error("cannot write certificate files into {}", path.display())]
+    Files {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the certificate file writer stopped")]
+    Join(#[from] tokio::task::JoinError),
+    #[error("planned step {0:?} does not apply to the certificate Secret")]
+    Unapplicable(Plan),
+    #[error("{what} kept changing while we wrote it; giving up for this round")]
+    Contention { what: &'static str },
+    #[error("no usable certificates after {secs}s of retries")]
+    Bootstrap {
+        secs: u64,
+        #[source]
+        source: Box<Error>,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,362 @@
+//! The I/O shell of certificate self-management: reads and writes the Secret and the webhook
+//! configuration, writes the certificate files, and repeats on a timer and on leadership change.
+//!
+//! Every decision comes from [`plan::plan`]; this module only carries it out. Every API call has
+//! a timeout; every write is conditional (create fails on AlreadyExists, replace carries the
+//! resourceVersion, the bundle patch tests it), so replicas that race converge on one Secret.
+//! Only the leader rotates and publishes; any replica may create the Secret when none exists.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration as StdDuration;
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use time::OffsetDateTime;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use super::files::{self, File};
+use super::plan::{self, Plan, Policy};
+use super::state::{self, SecretData};
+use super::{CertArgs, Error, FILE_CA_CRT, FILE_TLS_CRT, FILE_TLS_KEY, Result, issue};
+use crate::pki;
+
+/// Writes planned per round before giving up on a Secret that keeps changing under us.
+const MAX_STEPS: usize = 6;
+/// Attempts at the bundle patch when the configuration changes between read and write.
+const MAX_PATCH_ATTEMPTS: usize = 3;
+/// The timeout of one API call.
+const CALL_TIMEOUT: StdDuration = StdDuration::from_secs(10);
+/// The longest pause between two attempts at start.
+const MAX_BACKOFF: StdDuration = StdDuration::from_secs(30);
+
+/// What one [`Manager::sync`] round did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Synced {
+    /// The plans written to the Secret, in order (empty: the Secret was kept as it was).
+    pub steps: Vec<Plan>,
+    /// Whether the certificate files changed.
+    pub files_changed: bool,
+    /// Whether the CA bundle was patched into the webhook configuration.
+    pub bundle_published: bool,
+}
+
+/// One replica's certificate manager.
+#[derive(Debug, Clone)]
+pub struct Manager {
+    secrets: Api<Secret>,
+    webhooks: Api<MutatingWebhookConfiguration>,
+    secret_name: String,
+    namespace: String,
+    webhook_config: String,
+    sans: Vec<String>,
+    policy: Policy,
+    cert_dir: PathBuf,
+    call_timeout: StdDuration,
+}
+
+impl Manager {
+    /// A manager for the Secret, Service and webhook configuration named in `args`, writing
+    /// into `cert_dir`, with the default [`Policy`].
+    pub fn new(client: Client, args: &CertArgs, cert_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            secrets: Api::namespaced(client.clone(), &args.namespace),
+            webhooks: Api::all(client),
+            secret_name: args.cert_secret.clone(),
+            namespace: args.namespace.clone(),
+            webhook_config: args.webhook_config_name.clone(),
+            sans: pki::service_sans(&args.service_name, &args.namespace),
+            policy: Policy::default(),
+            cert_dir: cert_dir.into(),
+            call_timeout: CALL_TIMEOUT,
+        }
+    }
+
+    /// The same manager with other lifetimes and thresholds.
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// One round at time `now`: bring the Secret up to date (creating it if missing; rotating
+    /// only as `leader`), write the certificate files, and as `leader` publish the CA bundle.
+    pub async fn sync(&self, now: OffsetDateTime, leader: bool) -> Result<Synced> {
+        let mut steps = Vec::new();
+        let data = self.converge_secret(now, leader, &mut steps).await?;
+        let files_changed = self.write_files(&data).await?;
+        let bundle_published = match leader {
+            true => self.publish(&data.bundle()).await?,
+            false => false,
+        };
+        Ok(Synced {
+            steps,
+            files_changed,
+            bundle_published,
+        })
+    }
+
+    async fn converge_secret(
+        &self,
+        now: OffsetDateTime,
+        leader: bool,
+        steps: &mut Vec<Plan>,
+    ) -> Result<SecretData> {
+        for _ in 0..MAX_STEPS {
+            let object = self
+                .timed("get secret", self.secrets.get_opt(&self.secret_name))
+                .await?
+                .map_err(|source| api("get secret", source))?;
+            let (data, unreadable) = match object.as_ref().map(SecretData::from_secret) {
+                None => (None, false),
+                Some(Ok(data)) => (Some(data), false),
+                Some(Err(why)) => {
+                    warn!(secret = %self.secret_name, problem = %why, "certificate secret unusable");
+                    (None, true)
+                }
+            };
+            let published = match (leader, data.as_ref().and_then(|d| d.next_ca.as_ref())) {
+                (true, Some(_)) => self.published_bundles().await?,
+                _ => Vec::new(),
+            };
+            let plan = plan::plan(
+                data.as_ref(),
+                unreadable,
+                &published,
+                &self.sans,
+                now,
+                &self.policy,
+            );
+            // Nothing to do, or a rotation that waits for the leader: serve what is there.
+            let settled = plan == Plan::Keep || (plan.leader_only() && !leader);
+            if let (true, Some(data)) = (settled, &data) {
+                return Ok(data.clone());
+            }
+            let new = issue::apply(plan, data.as_ref(), &self.sans, now, &self.policy)?
+                .ok_or(Error::Unapplicable(plan))?;
+            if self.write_secret(object.as_ref(), &new).await? {
+                info!(secret = %self.secret_name, step = ?plan, "certificate secret written");
+                steps.push(plan);
+            }
+        }
+        Err(Error::Contention {
+            what: "the certificate Secret",
+        })
+    }
+
+    /// Create or conditionally replace the Secret; `false` when another writer got there first.
+    async fn write_secret(&self, current: Option<&Secret>, new: &SecretData) -> Result<bool> {
+        let object = new.to_secret(&self.secret_name, &self.namespace, current);
+        let pp = PostParams::default();
+        let (call, result) = match current {
+            None => (
+                "create secret",
+                self.timed("create secret", self.secrets.create(&pp, &object))
+                    .await?,
+            ),
+            Some(_) => (
+                "update secret",
+                self.timed(
+                    "update secret",
+                    self.secrets.replace(&self.secret_name, &pp, &object),
+                )
+                .await?,
+            ),
+        };
+        match result {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                info!(secret = %self.secret_name, "certificate secret changed concurrently; re-reading");
+                Ok(false)
+            }
+            Err(source) => Err(api(call, source)),
+        }
+    }
+
+    async fn published_bundles(&self) -> Result<Vec<Vec<u8>>> {
+        let config = self
+            .timed(
+                "get webhook configuration",
+                self.webhooks.get_opt(&self.webhook_config),
+            )
+            .await?
+            .map_err(|source| api("get webhook configuration", source))?;
+        Ok(config
+            .as_ref()
+            .map(state::published_bundles)
+            .unwrap_or_default())
+    }
+
+    /// Patch `bundle` into every webhook of the configuration where it differs.
+    async fn publish(&self, bundle: &[u8]) -> Result<bool> {
+        const CALL: &str = "patch webhook configuration";
+        for _ in 0..MAX_PATCH_ATTEMPTS {
+            let config = self
+                .timed(
+                    "get webhook configuration",
+                    self.webhooks.get_opt(&self.webhook_config),
+                )
+                .await?
+                .map_err(|source| api("get webhook configuration", source))?;
+            let Some(config) = config else {
+                warn!(config = %self.webhook_config, "webhook configuration not found; CA bundle not published");
+                return Ok(false);
+            };
+            let Some(ops) = state::bundle_patch(&config, bundle) else {
+                return Ok(false);
+            };
+            let patch: json_patch::Patch =
+                serde_json::from_value(ops).map_err(|e| api(CALL, kube::Error::SerdeError(e)))?;
+            let pp = PatchParams::default();
+            let patch = Patch::Json::<()>(patch);
+            let call = self.webhooks.patch(&self.webhook_config, &pp, &patch);
+            match self.timed(CALL, call).await? {
+                Ok(_) => {
+                    info!(config = %self.webhook_config, "CA bundle published");
+                    return Ok(true);
+                }
+                // 422: the resourceVersion test failed; 409: a conflicting write. Re-read.
+                Err(kube::Error::Api(status)) if matches!(status.code, 409 | 422) => continue,
+                Err(source) => return Err(api(CALL, source)),
+            }
+        }
+        Err(Error::Contention {
+            what: "the webhook configuration",
+        })
+    }
+
+    async fn write_files(&self, data: &SecretData) -> Result<bool> {
+        let set = vec![
+            File {
+                name: FILE_TLS_CRT,
+                content: data.serving.cert_pem.clone().into_bytes(),
+                mode: 0o644,
+            },
+            File {
+                name: FILE_TLS_KEY,
+                content: data.serving.key_pem.clone().into_bytes(),
+                mode: 0o600,
+            },
+            File {
+                name: FILE_CA_CRT,
+                content: data.bundle(),
+                mode: 0o644,
+            },
+        ];
+        let dir = self.cert_dir.clone();
+        let result = tokio::task::spawn_blocking(move || files::write_set(&dir, &set)).await?;
+        result.map_err(|source| Error::Files {
+            path: self.cert_dir.clone(),
+            source,
+        })
+    }
+
+    async fn timed<T>(
+        &self,
+        call: &'static str,
+        fut: impl Future<Output = kube::Result<T>>,
+    ) -> Result<kube::Result<T>> {
+        tokio::time::timeout(self.call_timeout, fut)
+            .await
+            .map_err(|_| Error::Timeout {
+                call,
+                secs: self.call_timeout.as_secs(),
+            })
+    }
+
+    /// Retry [`Self::sync`] with backoff until it succeeds or `budget` runs out.
+    async fn bootstrap(&self, leader: &watch::Receiver<bool>, budget: StdDuration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + budget;
+        let mut backoff = StdDuration::from_secs(1);
+        loop {
+            match self.sync(OffsetDateTime::now_utc(), *leader.borrow()).await {
+                Ok(synced) => {
+                    info!(steps = ?synced.steps, dir = %self.cert_dir.display(), "certificates ready");
+                    return Ok(());
+                }
+                Err(e) if tokio::time::Instant::now() + backoff < deadline => {
+                    warn!(error = %chain(&e), retry_in = ?backoff, "certificates not ready yet");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+                Err(e) => {
+                    return Err(Error::Bootstrap {
+                        secs: budget.as_secs(),
+                        source: Box::new(e),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Sync every `period`, and at once when leadership changes. Errors are logged and retried
+    /// at the next round. Runs until the task is aborted.
+    pub async fn run(self, mut leader: watch::Receiver<bool>, period: StdDuration) {
+        let mut election_open = true;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(period) => {}
+                changed = leader.changed(), if election_open => election_open = changed.is_ok(),
+            }
+            let is_leader = *leader.borrow_and_update();
+            match self.sync(OffsetDateTime::now_utc(), is_leader).await {
+                Ok(s) if s.steps.is_empty() && !s.files_changed && !s.bundle_published => {}
+                Ok(s) => {
+                    info!(steps = ?s.steps, files_changed = s.files_changed, bundle_published = s.bundle_published, leader = is_leader, "certificates synced")
+                }
+                Err(e) => {
+                    warn!(error = %chain(&e), leader = is_leader, "certificate sync failed; retrying next round")
+                }
+            }
+        }
+    }
+}
+
+/// Start self-managed certificates, the entry point for `serve`.
+///
+/// When `args.self_managed_certs` is off, does nothing and returns `Ok(None)`. Otherwise it
+/// finds or creates the Secret `args.cert_secret` in `args.namespace`, writes `tls.crt`,
+/// `tls.key` and `ca.crt` (the CA bundle) into `cert_dir` (atomically, through a `..data`
+/// symlink swap), and as leader publishes the bundle, retrying with backoff for up to
+/// `args.cert_bootstrap_seconds`; it returns once the files exist, so the TLS server can load
+/// them. It then spawns the loop ([`Manager::run`]) that re-syncs every `args.cert_sync_seconds`
+/// and whenever `leader` changes; abort the returned handle at shutdown.
+///
+/// `leader` is the Lease election's view (true while this replica leads). A single replica
+/// without election may pass a receiver that is always `true`.
+pub async fn start(
+    client: Client,
+    args: &CertArgs,
+    leader: watch::Receiver<bool>,
+    cert_dir: PathBuf,
+) -> Result<Option<JoinHandle<()>>> {
+    if !args.self_managed_certs {
+        info!("self-managed certificates off; serving the mounted certificate files");
+        return Ok(None);
+    }
+    let manager = Manager::new(client, args, cert_dir);
+    manager
+        .bootstrap(&leader, StdDuration::from_secs(args.cert_bootstrap_seconds))
+        .await?;
+    let period = StdDuration::from_secs(args.cert_sync_seconds);
+    Ok(Some(tokio::spawn(manager.run(leader, period))))
+}
+
+fn api(call: &'static str, source: kube::Error) -> Error {
+    Error::Api { call, source }
+}
+
+/// An error and its sources on one line, for a log field.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(source) = next {
+        out.push_str(": ");
+        out.push_str(&source.to_string());
+        next = source.source();
+    }
+    out
+}

@@ -1,0 +1,573 @@
+//! Certificate self-management against a Kubernetes API the test controls.
+//!
+//! `FakeApi` is a tower service that speaks the real Kubernetes JSON for the calls `certmgr`
+//! makes (Secret get/create/replace, MutatingWebhookConfiguration get/JSON-patch), with
+//! resourceVersion preconditions, AlreadyExists and a failing JSON Patch `test` as the API
+//! server answers them. `kube::Client::new` runs on it, so the real request encoding is used.
+
+// A test crate: its helpers (outside `#[test]` functions) may panic on a broken fixture too.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, Response, StatusCode};
+use k8s_openapi::api::core::v1::Secret;
+use ksvc_webhook::certmgr::{CertArgs, Manager, Plan, SecretData, plan::Fresh};
+use ksvc_webhook::pki;
+use serde_json::{Value, json};
+use time::{Duration, OffsetDateTime};
+
+const NS: &str = "ksvc-system";
+const SECRET: &str = "ksvc-webhook-certs";
+const CONFIG: &str = "zz-ksvc-webhook.flyte.org";
+const SECRETS: &str = "/api/v1/namespaces/ksvc-system/secrets";
+const CONFIGS: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
+
+#[derive(Default)]
+struct State {
+    secrets: BTreeMap<String, Value>,
+    configs: BTreeMap<String, Value>,
+    version: u64,
+    /// Each request as `METHOD path`.
+    log: Vec<String>,
+    /// Stored by the next create just before it runs, as if another replica won the race.
+    racer: Option<Value>,
+    /// Bumps the configuration's resourceVersion before the next patch (a concurrent writer).
+    bump_config_before_patch: bool,
+}
+
+#[derive(Clone, Default)]
+struct FakeApi(Arc<Mutex<State>>);
+
+impl FakeApi {
+    fn client(&self) -> kube::Client {
+        let api = self.clone();
+        let service = tower::service_fn(move |req: Request<kube::client::Body>| {
+            let api = api.clone();
+            async move { Ok::<_, Infallible>(api.handle(req).await) }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.lock().unwrap()
+    }
+
+    fn with_config(self) -> Self {
+        let hook = |name: &str| {
+            json!({
+                "name": name,
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "clientConfig": {"service": {"name": "ksvc-webhook", "namespace": NS, "path": "/mutate", "port": 443}}
+            })
+        };
+        let config = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": CONFIG},
+            "webhooks": [hook(CONFIG), hook("second.flyte.org")]
+        });
+        self.store_config(config);
+        self
+    }
+
+    fn store_config(&self, mut config: Value) {
+        let mut s = self.state();
+        s.version += 1;
+        config["metadata"]["resourceVersion"] = json!(s.version.to_string());
+        s.configs.insert(CONFIG.into(), config);
+    }
+
+    fn secret(&self) -> Option<Secret> {
+        let s = self.state();
+        s.secrets
+            .get(SECRET)
+            .map(|v| serde_json::from_value(v.clone()).unwrap())
+    }
+
+    fn data(&self) -> SecretData {
+        SecretData::from_secret(&self.secret().unwrap()).unwrap()
+    }
+
+    fn bundles(&self) -> Vec<Vec<u8>> {
+        use base64::Engine as _;
+        let s = self.state();
+        s.configs[CONFIG]["webhooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| match h["clientConfig"]["caBundle"].as_str() {
+                Some(b) => base64::engine::general_purpose::STANDARD.decode(b).unwrap(),
+                None => Vec::new(),
+            })
+            .collect()
+    }
+
+    fn writes(&self) -> Vec<String> {
+        let s = self.state();
+        s.log
+            .iter()
+            .filter(|l| !l.starts_with("GET"))
+            .cloned()
+            .collect()
+    }
+
+    async fn handle(&self, req: Request<kube::client::Body>) -> Response<Full<Bytes>> {
+        let method = req.method().clone();
+        let path = req.uri().path().to_string();
+        let body = req.into_body().collect().await.unwrap().to_bytes();
+        let mut s = self.state();
+        s.log.push(format!("{method} {path}"));
+        let secret_name = path
+            .strip_prefix(&format!("{SECRETS}/"))
+            .map(str::to_string);
+        let config_name = path
+            .strip_prefix(&format!("{CONFIGS}/"))
+            .map(str::to_string);
+        match (method, secret_name, config_name) {
+            (Method::GET, Some(name), _) => get(&s.secrets, &name),
+            (Method::POST, None, None) if path == SECRETS => {
+                let mut object: Value = serde_json::from_slice(&body).unwrap();
+                let name = object["metadata"]["name"].as_str().unwrap().to_string();
+                if let Some(racer) = s.racer.take() {
+                    s.version += 1;
+                    let mut racer = racer;
+                    racer["metadata"]["resourceVersion"] = json!(s.version.to_string());
+                    s.secrets.insert(name.clone(), racer);
+                }
+                if s.secrets.contains_key(&name) {
+                    return status(
+                        409,
+                        "AlreadyExists",
+                        &format!("secrets \"{name}\" already exists"),
+                    );
+                }
+                s.version += 1;
+                object["metadata"]["resourceVersion"] = json!(s.version.to_string());
+                s.secrets.insert(name, object.clone());
+                reply(201, &object)
+            }
+            (Method::PUT, Some(name), _) => {
+                let mut object: Value = serde_json::from_slice(&body).unwrap();
+                let Some(stored) = s.secrets.get(&name) else {
+                    return status(404, "NotFound", "not found");
+                };
+                if object["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"] {
+                    return status(409, "Conflict", "the object has been modified");
+                }
+                s.version += 1;
+                object["metadata"]["resourceVersion"] = json!(s.version.to_string());
+                s.secrets.insert(name, object.clone());
+                reply(200, &object)
+            }
+            (Method::GET, _, Some(name)) => get(&s.configs, &name),
+            (Method::PATCH, _, Some(name)) => {
+                if std::mem::take(&mut s.bump_config_before_patch) {
+                    s.version += 1;
+                    let v = s.version.to_string();
+                    s.configs.get_mut(&name).unwrap()["metadata"]["resourceVersion"] = json!(v);
+                }
+                let patch: json_patch::Patch = serde_json::from_slice(&body).unwrap();
+                let Some(stored) = s.configs.get(&name) else {
+                    return status(404, "NotFound", "not found");
+                };
+                let mut object = stored.clone();
+                if json_patch::patch(&mut object, &patch).is_err() {
+                    return status(
+                        422,
+                        "Invalid",
+                        "the server rejected our request due to an error in our request",
+                    );
+                }
+                s.version += 1;
+                object["metadata"]["resourceVersion"] = json!(s.version.to_string());
+                s.configs.insert(name, object.clone());
+                reply(200, &object)
+            }
+            _ => status(404, "NotFound", "no such route in the fake API"),
+        }
+    }
+}
+
+fn get(store: &BTreeMap<String, Value>, name: &str) -> Response<Full<Bytes>> {
+    match store.get(name) {
+        Some(object) => reply(200, object),
+        None => status(404, "NotFound", &format!("\"{name}\" not found")),
+    }
+}
+
+fn reply(code: u16, body: &Value) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap())
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
+        .unwrap()
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Response<Full<Bytes>> {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                      "message": message, "reason": reason, "code": code});
+    reply(code, &body)
+}
+
+fn args() -> CertArgs {
+    CertArgs {
+        self_managed_certs: true,
+        cert_secret: SECRET.into(),
+        webhook_config_name: CONFIG.into(),
+        service_name: "ksvc-webhook".into(),
+        namespace: NS.into(),
+        cert_sync_seconds: 60,
+        cert_bootstrap_seconds: 5,
+    }
+}
+
+fn t0() -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
+}
+
+fn read(dir: &std::path::Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap()
+}
+
+/// Whether kube-apiserver, trusting `bundle`, accepts `cert_pem` for the Service's DNS name at
+/// time `at` (a real rustls/webpki chain verification).
+fn trusted(bundle: &[u8], cert_pem: &str, at: OffsetDateTime) -> bool {
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls::pki_types::{ServerName, UnixTime};
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in rustls_pemfile::certs(&mut &bundle[..]) {
+        roots.add(ca.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider)
+            .build()
+            .unwrap();
+    let leaf = rustls_pemfile::certs(&mut cert_pem.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap();
+    let name = ServerName::try_from("ksvc-webhook.ksvc-system.svc").unwrap();
+    let now =
+        UnixTime::since_unix_epoch(std::time::Duration::from_secs(at.unix_timestamp() as u64));
+    verifier
+        .verify_server_cert(&leaf, &[], &name, &[], now)
+        .is_ok()
+}
+
+#[tokio::test]
+async fn first_start_creates_the_secret_writes_files_and_publishes_the_bundle() {
+    let api = FakeApi::default().with_config();
+    let dir = tempfile::tempdir().unwrap();
+    let manager = Manager::new(api.client(), &args(), dir.path());
+    let synced = manager.sync(t0(), true).await.unwrap();
+    assert_eq!(synced.steps, vec![Plan::CreateAll(Fresh::Missing)]);
+    assert!(synced.files_changed && synced.bundle_published);
+
+    let secret = api.secret().unwrap();
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+    let keys: Vec<_> = secret.data.as_ref().unwrap().keys().cloned().collect();
+    assert_eq!(keys, ["ca.crt", "ca.key", "tls.crt", "tls.key"]);
+    let data = api.data();
+    assert_eq!(read(dir.path(), "tls.crt"), data.serving.cert_pem);
+    assert_eq!(read(dir.path(), "tls.key"), data.serving.key_pem);
+    assert_eq!(read(dir.path(), "ca.crt").into_bytes(), data.bundle());
+    assert_eq!(
+        api.bundles(),
+        vec![data.bundle(), data.bundle()],
+        "every webhook"
+    );
+    assert_eq!(
+        api.writes(),
+        vec![
+            format!("POST {SECRETS}"),
+            format!("PATCH {CONFIGS}/{CONFIG}"),
+        ]
+    );
+
+    // A second round finds nothing to do and writes nothing.
+    let again = manager
+        .sync(t0() + Duration::minutes(1), true)
+        .await
+        .unwrap();
+    assert_eq!(again, Default::default());
+    assert_eq!(api.writes().len(), 2);
+}
+
+#[tokio::test]
+async fn a_second_replica_reuses_the_secret_and_never_touches_the_configuration() {
+    let api = FakeApi::default().with_config();
+    let first = tempfile::tempdir().unwrap();
+    let second = tempfile::tempdir().unwrap();
+    Manager::new(api.client(), &args(), first.path())
+        .sync(t0(), true)
+        .await
+        .unwrap();
+    let before = api.secret().unwrap();
+
+    let synced = Manager::new(api.client(), &args(), second.path())
+        .sync(t0(), false)
+        .await
+        .unwrap();
+    assert!(synced.steps.is_empty() && synced.files_changed && !synced.bundle_published);
+    assert_eq!(
+        api.secret().unwrap(),
+        before,
+        "the Secret is reused as it is"
+    );
+    for file in ["tls.crt", "tls.key", "ca.crt"] {
+        assert_eq!(
+            read(first.path(), file),
+            read(second.path(), file),
+            "{file}"
+        );
+    }
+    let config_calls = api
+        .state()
+        .log
+        .iter()
+        .filter(|l| l.contains(CONFIGS))
+        .count();
+    assert_eq!(config_calls, 2, "only the leader's get and patch");
+}
+
+#[tokio::test]
+async fn replicas_racing_at_first_start_converge_on_one_secret() {
+    let api = FakeApi::default().with_config();
+    // Another replica's Secret lands between our read (404) and our create.
+    let other = tempfile::tempdir().unwrap();
+    let winner = FakeApi::default();
+    Manager::new(winner.client(), &args(), other.path())
+        .sync(t0(), false)
+        .await
+        .unwrap();
+    api.state().racer = Some(winner.state().secrets[SECRET].clone());
+
+    let dir = tempfile::tempdir().unwrap();
+    let synced = Manager::new(api.client(), &args(), dir.path())
+        .sync(t0(), false)
+        .await
+        .unwrap();
+    assert!(
+        synced.steps.is_empty(),
+        "our create lost: nothing of ours was written"
+    );
+    assert_eq!(api.data(), winner.data());
+    assert_eq!(read(dir.path(), "tls.crt"), read(other.path(), "tls.crt"));
+    assert_eq!(api.writes(), vec![format!("POST {SECRETS}")]);
+}
+
+#[tokio::test]
+async fn serving_certificate_is_rotated_in_the_window_by_the_leader_only() {
+    let api = FakeApi::default().with_config();
+    let dir = tempfile::tempdir().unwrap();
+    let manager = Manager::new(api.client(), &args(), dir.path());
+    manager.sync(t0(), true).await.unwrap();
+    let first = api.data();
+    let window = t0() + Duration::days(61); // 90-day certificate, 29 days left
+
+    let follower = manager.sync(window, false).await.unwrap();
+    assert!(follower.steps.is_empty(), "a follower waits for the leader");
+    assert_eq!(api.data(), first);
+
+    let leader = manager.sync(window, true).await.unwrap();
+    assert_eq!(leader.steps, vec![Plan::RotateServing]);
+    let rotated = api.data();
+    assert_ne!(rotated.serving, first.serving);
+    assert_eq!(rotated.ca, first.ca, "same CA: the bundle does not change");
+    assert!(!leader.bundle_published);
+    assert_eq!(read(dir.path(), "tls.crt"), rotated.serving.cert_pem);
+    assert_eq!(
+        pki::not_after(&rotated.serving.cert_pem).unwrap(),
+        window + Duration::days(90)
+    );
+}
+
+#[tokio::test]
+async fn ca_rotation_keeps_the_old_ca_in_the_bundle_until_it_is_safe_to_drop() {
+    let api = FakeApi::default().with_config();
+    let dir = tempfile::tempdir().unwrap();
+    let manager = Manager::new(api.client(), &args(), dir.path());
+    manager.sync(t0(), true).await.unwrap();
+    let old = api.data();
+    let pem = |d: &std::path::Path| read(d, "ca.crt");
+    let has = |bundle: &[u8], cert: &str| String::from_utf8_lossy(bundle).contains(cert.trim());
+
+    // 1. Within a year of the CA's expiry: stage a new CA; the old one still signs.
+    let t1 = t0() + Duration::days(3650 - 364);
+    let staged = manager.sync(t1, true).await.unwrap();
+    // (the serving certificate is renewed first: it is past two thirds too)
+    assert_eq!(staged.steps, vec![Plan::RotateServing, Plan::StageCa]);
+    let s1 = api.data();
+    let next = s1.next_ca.clone().unwrap().value;
+    assert_eq!(s1.ca, old.ca);
+    assert!(staged.bundle_published);
+    for bundle in api.bundles() {
+        assert!(has(&bundle, &old.ca.cert_pem) && has(&bundle, &next.cert_pem));
+    }
+    assert!(has(pem(dir.path()).as_bytes(), &next.cert_pem));
+    for bundle in api.bundles() {
+        assert!(
+            trusted(&bundle, &s1.serving.cert_pem, t1),
+            "the old CA still signs"
+        );
+    }
+
+    // 2. During the overlap nothing moves; after it, the new CA signs the serving certificate.
+    let quiet = manager.sync(t1 + Duration::minutes(9), true).await.unwrap();
+    assert!(quiet.steps.is_empty());
+    let t2 = t1 + Duration::minutes(10);
+    let promoted = manager.sync(t2, true).await.unwrap();
+    assert_eq!(promoted.steps, vec![Plan::PromoteCa]);
+    let s2 = api.data();
+    assert_eq!(s2.ca, next);
+    assert_eq!(s2.previous_ca.as_ref().unwrap().value, old.ca.cert_pem);
+    assert_eq!(read(dir.path(), "tls.crt"), s2.serving.cert_pem);
+    for bundle in api.bundles() {
+        assert!(
+            has(&bundle, &old.ca.cert_pem),
+            "replicas may still serve the old certificate"
+        );
+        assert!(has(&bundle, &next.cert_pem));
+    }
+
+    // 3. A follower picks up the new certificate; after the overlap the leader drops the old CA.
+    let follower = tempfile::tempdir().unwrap();
+    Manager::new(api.client(), &args(), follower.path())
+        .sync(t2 + Duration::minutes(1), false)
+        .await
+        .unwrap();
+    assert_eq!(read(follower.path(), "tls.crt"), s2.serving.cert_pem);
+    let dropped = manager
+        .sync(t2 + Duration::minutes(10), true)
+        .await
+        .unwrap();
+    assert_eq!(dropped.steps, vec![Plan::DropOldCa]);
+    assert!(dropped.bundle_published);
+    for bundle in api.bundles() {
+        assert!(!has(&bundle, &old.ca.cert_pem));
+        assert!(has(&bundle, &next.cert_pem));
+        let t3 = t2 + Duration::minutes(10);
+        assert!(trusted(&bundle, &s2.serving.cert_pem, t3));
+        assert!(
+            !trusted(&bundle, &s1.serving.cert_pem, t3),
+            "the old chain is gone"
+        );
+    }
+    assert_eq!(api.data().previous_ca, None);
+}
+
+#[tokio::test]
+async fn the_new_ca_does_not_sign_before_the_bundle_is_published() {
+    // No webhook configuration: the staged CA can never be confirmed as published.
+    let api = FakeApi::default();
+    let dir = tempfile::tempdir().unwrap();
+    let manager = Manager::new(api.client(), &args(), dir.path());
+    manager.sync(t0(), true).await.unwrap();
+    let t1 = t0() + Duration::days(3650 - 364);
+    manager.sync(t1, true).await.unwrap();
+    let later = manager.sync(t1 + Duration::hours(5), true).await.unwrap();
+    assert!(later.steps.is_empty(), "{:?}", later.steps);
+    assert!(api.data().next_ca.is_some());
+}
+
+#[tokio::test]
+async fn a_bundle_patch_that_loses_a_race_is_retried() {
+    let api = FakeApi::default().with_config();
+    api.state().bump_config_before_patch = true;
+    let dir = tempfile::tempdir().unwrap();
+    let synced = Manager::new(api.client(), &args(), dir.path())
+        .sync(t0(), true)
+        .await
+        .unwrap();
+    assert!(synced.bundle_published);
+    let patches = api
+        .writes()
+        .iter()
+        .filter(|w| w.starts_with("PATCH"))
+        .count();
+    assert_eq!(
+        patches, 2,
+        "the first patch failed its resourceVersion test"
+    );
+    assert_eq!(api.bundles()[0], api.data().bundle());
+}
+
+#[tokio::test]
+async fn an_unreadable_secret_is_replaced_conditionally() {
+    let api = FakeApi::default().with_config();
+    {
+        let mut s = api.state();
+        s.version += 1;
+        let broken = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": SECRET, "namespace": NS, "resourceVersion": "1"},
+            "data": {"tls.crt": "Z2FyYmFnZQ=="}});
+        s.secrets.insert(SECRET.into(), broken);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let synced = Manager::new(api.client(), &args(), dir.path())
+        .sync(t0(), false)
+        .await
+        .unwrap();
+    assert_eq!(synced.steps, vec![Plan::CreateAll(Fresh::Unreadable)]);
+    assert_eq!(api.writes(), vec![format!("PUT {SECRETS}/{SECRET}")]);
+    assert!(
+        api.secret()
+            .is_some_and(|s| SecretData::from_secret(&s).is_ok())
+    );
+}
+
+#[tokio::test]
+async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
+    let api = FakeApi::default().with_config();
+    let dir = tempfile::tempdir().unwrap();
+    let (_tx, leader) = tokio::sync::watch::channel(true);
+    let handle =
+        ksvc_webhook::certmgr::start(api.client(), &args(), leader.clone(), dir.path().into())
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(read(dir.path(), "tls.crt"), api.data().serving.cert_pem);
+    assert_eq!(api.bundles()[0], api.data().bundle());
+    handle.abort();
+
+    let off = CertArgs {
+        self_managed_certs: false,
+        ..args()
+    };
+    let empty = tempfile::tempdir().unwrap();
+    let none = ksvc_webhook::certmgr::start(api.client(), &off, leader, empty.path().into())
+        .await
+        .unwrap();
+    assert!(none.is_none());
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_api_server_that_never_answers_times_out() {
+    let service = tower::service_fn(|_req: Request<kube::client::Body>| async {
+        std::future::pending::<Result<Response<Full<Bytes>>, Infallible>>().await
+    });
+    let client = kube::Client::new(service, "default");
+    let dir = tempfile::tempdir().unwrap();
+    let err = Manager::new(client, &args(), dir.path())
+        .sync(t0(), true)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ksvc_webhook::certmgr::Error::Timeout {
+                call: "get secret",
+                secs: 10
+            }
+        ),
+        "{err:?}"
+    );
+}

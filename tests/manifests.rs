@@ -1,0 +1,645 @@
+//! The install manifests agree with the code: the registration points at the Service and the
+//! server's port and path, the RBAC grants exactly the API calls the modules declare, the webhook
+//! runs after Knative's, and the pod is hardened.
+//!
+//! The kustomizations are rendered with `kubectl kustomize` (as `make manifests-check` does).
+//! Without kubectl the base is rendered here from its `resources:` list (it has no patches), and
+//! the overlay test says it was skipped.
+
+// A test crate: its helpers (outside `#[test]` functions) may panic on a broken fixture too.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use clap::Parser;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule, RoleBinding};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use ksvc_webhook::certmgr::CertArgs;
+use ksvc_webhook::keys;
+use ksvc_webhook::rbac::ApiCall;
+use serde_json::Value;
+
+/// The API calls of every module that talks to the API server. The RBAC in `manifests/` must
+/// grant exactly their union. At merge, replace `WATCH_LOOP_PENDING` with
+/// `ksvc_webhook::watch::API_CALLS` (and add any new module's `API_CALLS` here).
+const DECLARED: &[&[ApiCall]] = &[ksvc_webhook::certmgr::API_CALLS, WATCH_LOOP_PENDING];
+
+/// The watch loop's calls (issue 6), declared here until its module lands with `API_CALLS`.
+const WATCH_LOOP_PENDING: &[ApiCall] = &[
+    ApiCall::new("serving.knative.dev", "services", "get"),
+    ApiCall::new("serving.knative.dev", "services", "list"),
+    ApiCall::new("serving.knative.dev", "services", "watch"),
+    ApiCall::new("serving.knative.dev", "services", "patch"),
+    ApiCall::new("serving.knative.dev", "revisions", "get"),
+    ApiCall::new("serving.knative.dev", "revisions", "list"),
+    ApiCall::new("serving.knative.dev", "revisions", "watch"),
+    ApiCall::new("serving.knative.dev", "revisions", "delete"),
+    ApiCall::new("events.k8s.io", "events", "create"),
+    ApiCall::new("events.k8s.io", "events", "patch"),
+    ApiCall::new("coordination.k8s.io", "leases", "get"),
+    ApiCall::new("coordination.k8s.io", "leases", "create"),
+    ApiCall::new("coordination.k8s.io", "leases", "update"),
+];
+
+/// Resources that must only be granted in the webhook's own namespace (a Role, never a
+/// ClusterRole).
+const OWN_NAMESPACE_ONLY: &[&str] = &["secrets", "leases"];
+
+/// `serve`'s defaults (issue 3): it listens on 8443 and answers admission on `/mutate`.
+/// At merge, take these from the server's config defaults.
+const SERVER_PORT: i32 = 8443;
+const SERVER_PATH: &str = "/mutate";
+
+/// Knative's own mutating webhook configuration: ours must be called after it.
+const KNATIVE_MUTATING_CONFIG: &str = "webhook.serving.knative.dev";
+
+struct Rendered(Vec<Value>);
+
+impl Rendered {
+    fn of(dir: &str) -> Option<Self> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = Command::new(std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into()))
+            .args(["kustomize", dir])
+            .current_dir(root)
+            .output();
+        let yaml = match out {
+            Ok(out) => {
+                assert!(
+                    out.status.success(),
+                    "kubectl kustomize {dir}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8(out.stdout).unwrap()
+            }
+            Err(_) if dir == "manifests" => {
+                eprintln!("kubectl not found: rendering the base's resources: list here");
+                render_resources(&root.join("manifests/base"))
+            }
+            Err(_) => return None,
+        };
+        let docs = serde_yaml::Deserializer::from_str(&yaml)
+            .map(|d| {
+                serde_yaml::from_value::<Value>(serde::Deserialize::deserialize(d).unwrap())
+                    .unwrap()
+            })
+            .filter(|v| !v.is_null())
+            .collect();
+        Some(Self(docs))
+    }
+
+    fn base() -> Self {
+        Self::of("manifests").unwrap()
+    }
+
+    fn all(&self, kind: &str) -> Vec<&Value> {
+        self.0.iter().filter(|d| d["kind"] == kind).collect()
+    }
+
+    fn one<T: serde::de::DeserializeOwned>(&self, kind: &str) -> T {
+        let found = self.all(kind);
+        assert_eq!(found.len(), 1, "exactly one {kind}");
+        serde_json::from_value(found[0].clone()).unwrap()
+    }
+
+    /// Every rule bound to the webhook's ServiceAccount, with the binding's namespace (`None`
+    /// for a ClusterRole).
+    fn rules(&self, sa: &str, ns: &str) -> Vec<(Option<String>, PolicyRule)> {
+        let bound = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
+            subjects.iter().flatten().any(|s| {
+                s.kind == "ServiceAccount" && s.name == sa && s.namespace.as_deref() == Some(ns)
+            })
+        };
+        let mut refs = Vec::new();
+        for b in self.all("ClusterRoleBinding") {
+            let b: ClusterRoleBinding = serde_json::from_value(b.clone()).unwrap();
+            if bound(&b.subjects) {
+                refs.push((b.role_ref.kind, b.role_ref.name, None));
+            }
+        }
+        for b in self.all("RoleBinding") {
+            let b: RoleBinding = serde_json::from_value(b.clone()).unwrap();
+            if bound(&b.subjects) {
+                refs.push((b.role_ref.kind, b.role_ref.name, b.metadata.namespace));
+            }
+        }
+        let mut rules = Vec::new();
+        for (kind, name, binding_ns) in refs {
+            let role = self
+                .0
+                .iter()
+                .find(|d| d["kind"] == kind.as_str() && d["metadata"]["name"] == name.as_str())
+                .unwrap_or_else(|| panic!("{kind} {name} is bound but missing"));
+            let scope =
+                binding_ns.or_else(|| role["metadata"]["namespace"].as_str().map(String::from));
+            let scope = if kind == "ClusterRole" { None } else { scope };
+            for r in role["rules"].as_array().into_iter().flatten() {
+                rules.push((scope.clone(), serde_json::from_value(r.clone()).unwrap()));
+            }
+        }
+        rules
+    }
+}
+
+/// The base without kubectl: its `resources:` files concatenated.
+fn render_resources(dir: &Path) -> String {
+    let k: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap())
+            .unwrap();
+    k["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| std::fs::read_to_string(dir.join(f.as_str().unwrap())).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+fn cert_defaults() -> CertArgs {
+    #[derive(Parser)]
+    struct Only {
+        #[command(flatten)]
+        certs: CertArgs,
+    }
+    Only::try_parse_from(["serve"]).unwrap().certs
+}
+
+fn container(d: &Deployment) -> Container {
+    let spec = d.spec.template.spec.as_ref().unwrap();
+    assert_eq!(spec.containers.len(), 1);
+    spec.containers[0].clone()
+}
+
+fn arg<'a>(c: &'a Container, flag: &str) -> Option<&'a str> {
+    let prefix = format!("{flag}=");
+    c.args
+        .iter()
+        .flatten()
+        .find_map(|a| a.strip_prefix(prefix.as_str()))
+}
+
+fn env<'a>(c: &'a Container, name: &str) -> Option<&'a k8s_openapi::api::core::v1::EnvVar> {
+    c.env.iter().flatten().find(|e| e.name == name)
+}
+
+#[test]
+fn the_webhook_calls_the_service_on_the_servers_port_and_path() {
+    let m = Rendered::base();
+    let config: MutatingWebhookConfiguration = m.one("MutatingWebhookConfiguration");
+    let svc: Service = m.one("Service");
+    let deploy: Deployment = m.one("Deployment");
+    let c = container(&deploy);
+    let hooks = config.webhooks.as_ref().unwrap();
+    assert_eq!(hooks.len(), 1);
+    let target = hooks[0].client_config.service.as_ref().unwrap();
+    assert_eq!(Some(target.name.as_str()), svc.metadata.name.as_deref());
+    assert_eq!(
+        Some(target.namespace.as_str()),
+        svc.metadata.namespace.as_deref()
+    );
+    assert_eq!(target.path.as_deref(), Some(SERVER_PATH));
+    let ports = svc.spec.as_ref().unwrap().ports.as_ref().unwrap();
+    let port = ports
+        .iter()
+        .find(|p| Some(p.port) == target.port)
+        .expect("the webhook's port on the Service");
+    assert_eq!(port.port, 443);
+    // The Service forwards to the container port, by name, which is where serve listens.
+    let IntOrString::String(target_name) = port.target_port.clone().unwrap() else {
+        panic!("targetPort by name")
+    };
+    let cport = c
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some(target_name.as_str()))
+        .unwrap();
+    assert_eq!(cport.container_port, SERVER_PORT);
+    assert_eq!(target_name, "https");
+    let listen = arg(&c, "--listen").unwrap();
+    assert_eq!(listen.rsplit_once(':').unwrap().1, SERVER_PORT.to_string());
+    // The Service selects the pods, and lives where the Deployment runs.
+    let labels = deploy
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .clone()
+        .unwrap();
+    for (k, v) in svc.spec.as_ref().unwrap().selector.as_ref().unwrap() {
+        assert_eq!(labels.get(k), Some(v), "Service selector {k}");
+    }
+    assert_eq!(deploy.metadata.namespace, svc.metadata.namespace);
+}
+
+#[test]
+fn the_registration_is_safe_and_ordered_after_knative() {
+    let m = Rendered::base();
+    let config: MutatingWebhookConfiguration = m.one("MutatingWebhookConfiguration");
+    let name = config.metadata.name.clone().unwrap();
+    // kube-apiserver sorts mutating configurations by name, byte-wise (Go string order).
+    assert!(
+        name.as_bytes() > KNATIVE_MUTATING_CONFIG.as_bytes(),
+        "{name} must sort after {KNATIVE_MUTATING_CONFIG}"
+    );
+    assert_eq!(
+        name,
+        cert_defaults().webhook_config_name,
+        "certmgr patches this configuration"
+    );
+    let hook = &config.webhooks.as_ref().unwrap()[0];
+    assert_eq!(hook.name, name, "kubectl prints this name in rejections");
+    assert_eq!(hook.admission_review_versions, ["v1"]);
+    assert_eq!(hook.side_effects, "None");
+    assert!(
+        matches!(hook.timeout_seconds, Some(1..=30)),
+        "explicit timeout within 1..=30 s"
+    );
+    assert_eq!(hook.reinvocation_policy.as_deref(), Some("IfNeeded"));
+    assert_eq!(hook.match_policy.as_deref(), Some("Equivalent"));
+    assert_eq!(hook.failure_policy.as_deref(), Some("Fail"));
+    assert!(
+        hook.client_config.ca_bundle.is_none(),
+        "the leader writes caBundle; apply must not own it"
+    );
+    assert!(hook.client_config.url.is_none());
+    let rules = hook.rules.as_ref().unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        rules[0].api_groups.as_deref(),
+        Some(&["serving.knative.dev".to_string()][..])
+    );
+    assert_eq!(
+        rules[0].api_versions.as_deref(),
+        Some(&["v1".to_string()][..])
+    );
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&["services".to_string()][..])
+    );
+    let ops: BTreeSet<_> = rules[0]
+        .operations
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(ops, BTreeSet::from(["CREATE", "UPDATE"]));
+}
+
+#[test]
+fn the_namespace_selector_excludes_system_namespaces_and_honours_the_opt_out() {
+    let m = Rendered::base();
+    let config: MutatingWebhookConfiguration = m.one("MutatingWebhookConfiguration");
+    let deploy: Deployment = m.one("Deployment");
+    let own = deploy.metadata.namespace.clone().unwrap();
+    let selector = config.webhooks.as_ref().unwrap()[0]
+        .namespace_selector
+        .clone()
+        .unwrap();
+    assert!(selector.match_labels.is_none());
+    let exprs = selector.match_expressions.unwrap();
+    let by_key = |key: &str| {
+        exprs
+            .iter()
+            .find(|e| e.key == key)
+            .unwrap_or_else(|| panic!("{key}"))
+    };
+    let names = by_key("kubernetes.io/metadata.name");
+    assert_eq!(names.operator, "NotIn");
+    let excluded: BTreeSet<_> = names.values.iter().flatten().map(String::as_str).collect();
+    for ns in ["kube-system", "knative-serving", own.as_str()] {
+        assert!(excluded.contains(ns), "{ns} must be excluded");
+    }
+    let opt_out = by_key(keys::LABEL_NAMESPACE_INJECT);
+    assert_eq!(
+        opt_out.operator, "NotIn",
+        "NotIn matches namespaces without the label"
+    );
+    assert_eq!(
+        opt_out.values.as_deref(),
+        Some(&[keys::NAMESPACE_INJECT_DISABLED.to_string()][..])
+    );
+    assert_eq!(exprs.len(), 2);
+}
+
+#[test]
+fn rbac_grants_exactly_the_declared_api_calls() {
+    let m = Rendered::base();
+    let deploy: Deployment = m.one("Deployment");
+    let ns = deploy.metadata.namespace.clone().unwrap();
+    let pod = deploy.spec.template.spec.as_ref().unwrap();
+    let sa = pod.service_account_name.clone().unwrap();
+    let mut granted = BTreeSet::new();
+    for (scope, rule) in m.rules(&sa, &ns) {
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                assert_ne!(resource, "*", "no wildcards");
+                if OWN_NAMESPACE_ONLY.contains(&resource.as_str()) {
+                    assert_eq!(
+                        scope.as_deref(),
+                        Some(ns.as_str()),
+                        "{resource} only in {ns}"
+                    );
+                }
+                for verb in &rule.verbs {
+                    assert_ne!(verb, "*", "no wildcards");
+                    granted.insert((group.clone(), resource.clone(), verb.clone()));
+                }
+            }
+        }
+        let names = rule.resource_names.clone().unwrap_or_default();
+        if !names.is_empty() {
+            assert!(
+                !rule
+                    .verbs
+                    .iter()
+                    .any(|v| v == "create" || v == "list" || v == "watch"),
+                "resourceNames cannot restrict create/list/watch: {rule:?}"
+            );
+        }
+    }
+    let declared: BTreeSet<_> = DECLARED
+        .iter()
+        .flat_map(|calls| calls.iter())
+        .map(|c| {
+            (
+                c.group.to_string(),
+                c.resource.to_string(),
+                c.verb.to_string(),
+            )
+        })
+        .collect();
+    let missing: Vec<_> = declared.difference(&granted).collect();
+    let extra: Vec<_> = granted.difference(&declared).collect();
+    assert!(
+        missing.is_empty(),
+        "RBAC lacks calls the code makes: {missing:?}"
+    );
+    assert!(
+        extra.is_empty(),
+        "RBAC grants calls no module declares: {extra:?}"
+    );
+}
+
+#[test]
+fn certificate_rbac_is_limited_to_its_own_objects_by_name() {
+    let m = Rendered::base();
+    let defaults = cert_defaults();
+    let rules = m.rules("ksvc-webhook", "ksvc-system");
+    for (_, rule) in &rules {
+        let resources = rule.resources.clone().unwrap_or_default();
+        let names = rule.resource_names.clone().unwrap_or_default();
+        let only_create = rule.verbs == ["create"];
+        if resources.iter().any(|r| r == "secrets") && !only_create {
+            assert_eq!(
+                names,
+                std::slice::from_ref(&defaults.cert_secret),
+                "{rule:?}"
+            );
+        }
+        if resources
+            .iter()
+            .any(|r| r == "mutatingwebhookconfigurations")
+        {
+            assert_eq!(
+                names,
+                std::slice::from_ref(&defaults.webhook_config_name),
+                "{rule:?}"
+            );
+        }
+    }
+    // The Deployment passes the same names the rules allow.
+    let deploy: Deployment = m.one("Deployment");
+    let c = container(&deploy);
+    let value = |n: &str| env(&c, n).and_then(|e| e.value.clone());
+    assert_eq!(
+        value("KSVC_WEBHOOK_CERT_SECRET"),
+        Some(defaults.cert_secret)
+    );
+    assert_eq!(
+        value("KSVC_WEBHOOK_WEBHOOK_CONFIG_NAME"),
+        Some(defaults.webhook_config_name)
+    );
+    let svc: Service = m.one("Service");
+    assert_eq!(value("KSVC_WEBHOOK_SERVICE_NAME"), svc.metadata.name);
+    let from_field = env(&c, "KSVC_WEBHOOK_NAMESPACE")
+        .unwrap()
+        .value_from
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        from_field.field_ref.as_ref().unwrap().field_path,
+        "metadata.namespace"
+    );
+}
+
+#[test]
+fn the_pod_is_hardened_and_drains_before_it_is_killed() {
+    let m = Rendered::base();
+    let deploy: Deployment = m.one("Deployment");
+    let spec = &deploy.spec;
+    assert_eq!(spec.replicas, Some(2));
+    let pod = spec.template.spec.as_ref().unwrap();
+    let psc = pod.security_context.as_ref().unwrap();
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert_eq!(
+        psc.seccomp_profile.as_ref().unwrap().type_,
+        "RuntimeDefault"
+    );
+    let anti = pod
+        .affinity
+        .as_ref()
+        .unwrap()
+        .pod_anti_affinity
+        .as_ref()
+        .unwrap();
+    assert!(
+        anti.preferred_during_scheduling_ignored_during_execution
+            .is_some()
+            || anti
+                .required_during_scheduling_ignored_during_execution
+                .is_some()
+    );
+
+    let c = container(&deploy);
+    let sc = c.security_context.as_ref().unwrap();
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.run_as_non_root, Some(true));
+    assert_eq!(
+        sc.capabilities.as_ref().unwrap().drop.as_deref(),
+        Some(&["ALL".to_string()][..])
+    );
+    let res = c.resources.as_ref().unwrap();
+    for key in ["cpu", "memory"] {
+        assert!(
+            res.requests.as_ref().unwrap().contains_key(key),
+            "request {key}"
+        );
+        assert!(
+            res.limits.as_ref().unwrap().contains_key(key),
+            "limit {key}"
+        );
+    }
+    let probe_path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
+        p.as_ref()
+            .unwrap()
+            .http_get
+            .as_ref()
+            .unwrap()
+            .path
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(probe_path(&c.readiness_probe), "/readyz");
+    assert_eq!(probe_path(&c.liveness_probe), "/healthz");
+    for name in ["POD_NAME", "POD_NAMESPACE"] {
+        assert!(
+            env(&c, name)
+                .unwrap()
+                .value_from
+                .as_ref()
+                .unwrap()
+                .field_ref
+                .is_some(),
+            "{name}"
+        );
+    }
+    // The grace period outlasts the drain period.
+    let drain = arg(&c, "--drain-period").unwrap();
+    let drain: i64 = drain.strip_suffix('s').unwrap().parse().unwrap();
+    assert!(pod.termination_grace_period_seconds.unwrap() > drain + 10);
+    // Certificates go to a writable emptyDir where --tls-cert and --tls-key point.
+    let cert = arg(&c, "--tls-cert").unwrap();
+    let dir = Path::new(cert).parent().unwrap();
+    assert_eq!(Path::new(arg(&c, "--tls-key").unwrap()).parent(), Some(dir));
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|v| Path::new(&v.mount_path) == dir)
+        .unwrap();
+    let volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    assert!(volume.empty_dir.is_some() && mount.read_only != Some(true));
+    // The PDB keeps one replica through drains and selects these pods.
+    let pdb: PodDisruptionBudget = m.one("PodDisruptionBudget");
+    let pdb_spec = pdb.spec.unwrap();
+    assert_eq!(pdb_spec.min_available, Some(IntOrString::Int(1)));
+    let labels = spec
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .clone()
+        .unwrap();
+    for (k, v) in pdb_spec.selector.unwrap().match_labels.unwrap() {
+        assert_eq!(labels.get(&k), Some(&v));
+    }
+}
+
+#[test]
+fn the_sidecar_catalogue_is_mounted_and_parses() {
+    let m = Rendered::base();
+    let cm: ConfigMap = m.one("ConfigMap");
+    let text = cm.data.as_ref().unwrap().get("sidecars.yaml").unwrap();
+    let parsed: Value = serde_yaml::from_str(text).unwrap();
+    assert!(parsed["templates"].is_object());
+    let deploy: Deployment = m.one("Deployment");
+    let pod = deploy.spec.template.spec.unwrap();
+    let volume = pod.volumes.iter().flatten().find(|v| {
+        v.config_map
+            .as_ref()
+            .is_some_and(|c| Some(&c.name) == cm.metadata.name.as_ref())
+    });
+    assert!(volume.is_some(), "the catalogue ConfigMap is mounted");
+}
+
+#[test]
+fn the_cert_manager_overlay_turns_self_management_off() {
+    let Some(m) = Rendered::of("manifests/overlays/cert-manager") else {
+        eprintln!("kubectl not found: cert-manager overlay not rendered (skipped)");
+        return;
+    };
+    let deploy: Deployment = m.one("Deployment");
+    let c = container(&deploy);
+    assert_eq!(
+        env(&c, "KSVC_WEBHOOK_SELF_MANAGED_CERTS")
+            .unwrap()
+            .value
+            .as_deref(),
+        Some("false")
+    );
+    // Certificates come from the serving Certificate's Secret, mounted where serve reads them.
+    let serving = m
+        .all("Certificate")
+        .into_iter()
+        .find(|c| c["spec"]["isCA"] != true)
+        .unwrap()
+        .clone();
+    let secret_name = serving["spec"]["secretName"].as_str().unwrap();
+    let pod = deploy.spec.template.spec.clone().unwrap();
+    let dir = Path::new(arg(&c, "--tls-cert").unwrap()).parent().unwrap();
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|v| Path::new(&v.mount_path) == dir)
+        .unwrap();
+    let volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    assert!(volume.empty_dir.is_none());
+    assert_eq!(
+        volume.secret.as_ref().unwrap().secret_name.as_deref(),
+        Some(secret_name)
+    );
+    // cainjector fills the bundle from that Certificate.
+    let config: MutatingWebhookConfiguration = m.one("MutatingWebhookConfiguration");
+    let inject =
+        config.metadata.annotations.as_ref().unwrap()["cert-manager.io/inject-ca-from"].clone();
+    let ns = serving["metadata"]["namespace"].as_str().unwrap();
+    let name = serving["metadata"]["name"].as_str().unwrap();
+    assert_eq!(inject, format!("{ns}/{name}"));
+    // The serving certificate names the Service, as the self-managed one does.
+    let svc: Service = m.one("Service");
+    let svc_name = svc.metadata.name.unwrap();
+    let dns: Vec<String> = serving["spec"]["dnsNames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    let want: Vec<String> = ksvc_webhook::pki::service_sans(&svc_name, ns)
+        .into_iter()
+        .filter(|n| n.contains(svc_name.as_str()))
+        .collect();
+    assert_eq!(dns, want);
+    // No certificate RBAC is left: the server makes none of those calls.
+    let granted: Vec<_> = m
+        .rules("ksvc-webhook", ns)
+        .into_iter()
+        .flat_map(|(_, r)| r.resources.unwrap_or_default())
+        .collect();
+    assert!(
+        !granted
+            .iter()
+            .any(|r| r == "secrets" || r == "mutatingwebhookconfigurations"),
+        "{granted:?}"
+    );
+}
