@@ -8,7 +8,8 @@
 #
 # Knobs (env): DURATION (per run, default 10s), PORT (default 18443), SERVER_CPU (0),
 # LOAD_CPU (1), CONCURRENCY ("1 16 64"), SKIP_BUILD=1 to use the existing release binary,
-# SERVER_ARGS (extra `serve` flags), RUST_LOG (server log level, default info).
+# SERVER_ARGS (extra `serve` flags), SERVER_ENV (extra env of the server, e.g.
+# "MIMALLOC_ARENA_EAGER_COMMIT=0"), RUST_LOG (server log level, default info).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,7 +71,7 @@ for name, size in (("2k", 2048), ("200k", 200 * 1024)):
         f.write(review(size))
 PY
 
-RUST_LOG=${RUST_LOG:-info} taskset -c "$SERVER_CPU" "$BIN" serve --listen "127.0.0.1:$PORT" \
+env ${SERVER_ENV:-} RUST_LOG="${RUST_LOG:-info}" taskset -c "$SERVER_CPU" "$BIN" serve --listen "127.0.0.1:$PORT" \
   --tls-dir "$WORK/certs" --log-format json ${SERVER_ARGS:-} >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 URL="https://ksvc-webhook.ksvc-system.svc:$PORT/mutate"
@@ -109,7 +110,8 @@ print(f"{label:<10} {fixture:>5} c={conc:<3} {s['requestsPerSec']:>9.0f} req/s  
 PY
 }
 
-echo "server CPU $SERVER_CPU, oha CPU $LOAD_CPU, $DURATION per run, $(nproc) CPUs, $(oha --version)"
+echo "server CPU $SERVER_CPU, oha CPU $LOAD_CPU, $DURATION per run, $(nproc) CPUs, $(oha --version)," \
+  "server env: ${SERVER_ENV:-none}, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 run warmup 2k 16 >/dev/null
 for fixture in 2k 200k; do
   for conc in $CONCURRENCY; do
@@ -117,3 +119,4 @@ for fixture in 2k 200k; do
   done
 done
 run new-conn 2k 16 --disable-keepalive
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -53,3 +53,38 @@ fn write_file(path: &Path, content: &str, mode: u32) -> anyhow::Result<()> {
     file.write_all(content.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn writes_a_secret_shaped_directory_and_returns_the_bundle() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = CertsArgs {
+            service: "hook".into(),
+            namespace: "sys".into(),
+            out: dir.path().join("certs"),
+            days: 30,
+        };
+        let now = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let bundle = write(&args, now).unwrap();
+        let ca = std::fs::read_to_string(args.out.join("ca.crt")).unwrap();
+        let leaf = std::fs::read_to_string(args.out.join("tls.crt")).unwrap();
+        let key = args.out.join("tls.key");
+        assert!(
+            std::fs::read_to_string(&key)
+                .unwrap()
+                .contains("PRIVATE KEY")
+        );
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(bundle)
+            .unwrap();
+        assert_eq!(decoded, ca.as_bytes());
+        assert_eq!(pki::not_after(&leaf).unwrap(), now + Duration::days(30));
+        assert_eq!(pki::not_after(&ca).unwrap(), now + Duration::days(300));
+    }
+}
