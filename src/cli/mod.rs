@@ -1,6 +1,7 @@
 //! The subcommands: thin shells over the pure core.
 
 pub mod certs;
+mod logs;
 mod offline;
 pub mod serve;
 

@@ -6,12 +6,13 @@
 use anyhow::Context;
 
 use crate::admission::Policy;
-use crate::config::{LogFormat, ServeArgs};
+use crate::config::ServeArgs;
 use crate::server::{self, Server, tls::CertPaths};
 
 /// Run the admission server until SIGTERM or SIGINT.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    init_logs(args.log_format);
+    // Dropped last: the remaining log lines are written after the server has stopped.
+    let _logs = super::logs::init(args.log_format);
     let workers = match args.workers {
         Some(n) => n.get(),
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -67,18 +68,4 @@ async fn serve(options: server::Options, policy: Policy) -> anyhow::Result<()> {
     });
     bound.run().await;
     Ok(())
-}
-
-fn init_logs(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi);
-    // A second init (tests calling `run` twice) keeps the first subscriber.
-    let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Plain => builder.try_init(),
-    };
 }
