@@ -36,8 +36,12 @@ pub struct AppState {
     pub exposition: Exposition,
 }
 
+/// Shared by reference: axum clones the state for every request.
+type Shared = Arc<AppState>;
+
 /// The TLS router: admission, probes, metrics and the `extra` routes.
 pub fn admission_router(state: AppState, extra: Router) -> Router {
+    let state = Arc::new(state);
     Router::new()
         .route("/mutate", post(mutate))
         .with_state(state.clone())
@@ -46,7 +50,8 @@ pub fn admission_router(state: AppState, extra: Router) -> Router {
 }
 
 /// The plain-HTTP router: probes, metrics and the `extra` routes, no admission.
-pub fn probe_router(state: AppState, extra: Router) -> Router {
+pub fn probe_router(state: impl Into<Shared>, extra: Router) -> Router {
+    let state: Shared = state.into();
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -55,7 +60,7 @@ pub fn probe_router(state: AppState, extra: Router) -> Router {
         .merge(extra)
 }
 
-async fn mutate(State(state): State<AppState>, request: Request) -> Response {
+async fn mutate(State(state): State<Shared>, request: Request) -> Response {
     let started = Instant::now();
     if !is_json(request.headers().get(header::CONTENT_TYPE)) {
         state
@@ -155,7 +160,7 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(state): State<AppState>) -> (StatusCode, String) {
+async fn readyz(State(state): State<Shared>) -> (StatusCode, String) {
     match state.readiness.status() {
         Status::Ready => (StatusCode::OK, "ok\n".into()),
         Status::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into()),
@@ -166,7 +171,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, String) {
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+async fn metrics(State(state): State<Shared>) -> Response {
     match state.exposition.encode() {
         Ok(text) => ([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response(),
         Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
