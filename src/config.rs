@@ -169,7 +169,8 @@ pub struct ServeArgs {
     /// After SIGTERM: how long to keep answering (readiness already failing) before draining.
     #[arg(long, env = "KSVC_WEBHOOK_DRAIN_PERIOD", default_value = "5s", value_parser = parse_duration)]
     pub drain_period: Duration,
-    /// Tokio worker threads (default: the CPUs this process may run on).
+    /// Tokio worker threads (default: the CPUs this process may run on; 1 runs the
+    /// current-thread scheduler).
     #[arg(long, env = "KSVC_WEBHOOK_WORKERS")]
     pub workers: Option<NonZeroUsize>,
     /// Log line format.

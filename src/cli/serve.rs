@@ -17,8 +17,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(n) => n.get(),
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
+    // One worker: the current-thread scheduler does the same work without cross-thread
+    // wake-ups and work-stealing queues.
+    let mut builder = match workers {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(n);
+            builder
+        }
+    };
+    let runtime = builder
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
