@@ -130,6 +130,11 @@ impl Certificates {
             .map_err(Error::Config)?
             .with_no_client_auth()
             .with_cert_resolver(self.resolver.clone());
+        // No session resumption: client-go (kube-apiserver's webhook client) sets no session
+        // cache, so tickets and a session cache would be per-handshake work and memory for
+        // nothing (with oha, new-connection throughput measured the same either way).
+        config.send_tls13_tickets = 0;
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
         config.alpn_protocols = match http2 {
             true => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
             false => vec![b"http/1.1".to_vec()],
