@@ -20,3 +20,4 @@ pub mod server;
 pub mod spec_sha;
 pub mod stop;
 pub mod validate;
+pub mod watch;

@@ -118,11 +118,18 @@ fn floor_char_boundary(s: &str, at: usize) -> usize {
         .unwrap_or(0)
 }
 
-/// A Knative route-host template such as `{{.Name}}.{{.Namespace}}.{{.Domain}}`.
+/// A Knative route-host template such as `{{.Name}}.{{.Namespace}}.{{.Domain}}`, parsed once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DomainTemplate {
-    template: String,
-    domain: String,
+    parts: Vec<Part>,
+}
+
+/// One piece of a domain template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Text(String),
+    Name,
+    Namespace,
 }
 
 /// A domain template that uses something other than `.Name`, `.Namespace` and `.Domain`.
@@ -141,6 +148,7 @@ impl DomainTemplate {
 
     /// A template for `domain`; fails on fields this webhook cannot render.
     pub fn new(template: &str, domain: &str) -> Result<Self, TemplateError> {
+        let mut parts = Vec::new();
         let mut rest = template;
         while let Some(start) = rest.find("{{") {
             let end = rest[start..]
@@ -149,33 +157,35 @@ impl DomainTemplate {
             let field = rest[start..end]
                 .trim_matches(|c| c == '{' || c == '}')
                 .trim();
-            if !matches!(field, ".Name" | ".Namespace" | ".Domain") {
-                return Err(TemplateError {
-                    template: template.to_string(),
-                    field: field.to_string(),
-                });
+            push_text(&mut parts, &rest[..start]);
+            match field {
+                ".Name" => parts.push(Part::Name),
+                ".Namespace" => parts.push(Part::Namespace),
+                ".Domain" => push_text(&mut parts, domain),
+                _ => {
+                    return Err(TemplateError {
+                        template: template.to_string(),
+                        field: field.to_string(),
+                    });
+                }
             }
             rest = &rest[end..];
         }
-        Ok(Self {
-            template: template.to_string(),
-            domain: domain.to_string(),
-        })
+        push_text(&mut parts, rest);
+        Ok(Self { parts })
     }
 
     /// The route host of a Service `name` in `namespace`.
     pub fn host(&self, name: &str, namespace: &str) -> String {
-        let mut out = self.template.clone();
-        for (field, value) in [
-            ("Name", name),
-            ("Namespace", namespace),
-            ("Domain", self.domain.as_str()),
-        ] {
-            for spelling in [format!("{{{{.{field}}}}}"), format!("{{{{ .{field} }}}}")] {
-                out = out.replace(&spelling, value);
-            }
+        let mut host = String::with_capacity(128);
+        for part in &self.parts {
+            host.push_str(match part {
+                Part::Text(text) => text,
+                Part::Name => name,
+                Part::Namespace => namespace,
+            });
         }
-        out
+        host
     }
 
     /// Why the route host of `name` in `namespace` would be invalid, or `None`.
@@ -198,11 +208,25 @@ impl DomainTemplate {
     }
 }
 
+fn push_text(parts: &mut Vec<Part>, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    match parts.last_mut() {
+        Some(Part::Text(previous)) => previous.push_str(text),
+        _ => parts.push(Part::Text(text.to_string())),
+    }
+}
+
 impl Default for DomainTemplate {
     fn default() -> Self {
         Self {
-            template: Self::DEFAULT.to_string(),
-            domain: "example.com".to_string(),
+            parts: vec![
+                Part::Name,
+                Part::Text(".".to_string()),
+                Part::Namespace,
+                Part::Text(".example.com".to_string()),
+            ],
         }
     }
 }
@@ -336,5 +360,8 @@ mod tests {
                 .contains("71 characters")
         );
         assert!(DomainTemplate::new("{{.Annotations.x}}.{{.Domain}}", "d").is_err());
+        let spaced = DomainTemplate::new("{{ .Name }}-x.{{.Domain}}", "d.io").unwrap();
+        assert_eq!(spaced.host("a", "b"), "a-x.d.io");
+        assert_eq!(DomainTemplate::default(), t);
     }
 }

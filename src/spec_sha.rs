@@ -82,28 +82,31 @@ fn write_canonical(value: &Value, out: &mut impl Sink) {
             out.put(b"]");
         }
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            // RFC 8785 orders members by their UTF-16 code units; for the usual ASCII keys this
-            // is the map's own (byte) order, so the sort finds nothing to do.
-            if !entries.is_sorted_by(|a, b| utf16_le(a.0, b.0)) {
-                entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            }
             out.put(b"{");
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.put(b",");
-                }
-                write_string(key, out);
-                out.put(b":");
-                write_canonical(item, out);
+            // RFC 8785 orders members by UTF-16 code units. The map iterates in code-point
+            // order, which is the same unless a key holds a character from U+E000 (UTF-8 lead
+            // byte 0xEE or above): only then is a sorted copy of the entries needed.
+            if map.keys().any(|k| k.bytes().any(|b| b >= 0xEE)) {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+                write_members(entries.into_iter(), out);
+            } else {
+                write_members(map.iter(), out);
             }
             out.put(b"}");
         }
     }
 }
 
-fn utf16_le(a: &str, b: &str) -> bool {
-    a.encode_utf16().cmp(b.encode_utf16()).is_le()
+fn write_members<'v>(members: impl Iterator<Item = (&'v String, &'v Value)>, out: &mut impl Sink) {
+    for (i, (key, item)) in members.enumerate() {
+        if i > 0 {
+            out.put(b",");
+        }
+        write_string(key, out);
+        out.put(b":");
+        write_canonical(item, out);
+    }
 }
 
 /// Numbers as ECMAScript's `Number.prototype.toString` prints the IEEE-754 double.
@@ -121,25 +124,23 @@ fn write_string(s: &str, out: &mut impl Sink) {
     out.put(b"\"");
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => b"",
-            _ => continue,
-        };
-        out.put(&bytes[start..i]);
-        if escape.is_empty() {
-            out.put(format!("\\u{b:04x}").as_bytes());
-        } else {
-            out.put(escape);
+    while let Some(offset) = bytes[start..]
+        .iter()
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    {
+        let at = start + offset;
+        out.put(&bytes[start..at]);
+        match bytes[at] {
+            b'"' => out.put(b"\\\""),
+            b'\\' => out.put(b"\\\\"),
+            b'\n' => out.put(b"\\n"),
+            b'\r' => out.put(b"\\r"),
+            b'\t' => out.put(b"\\t"),
+            0x08 => out.put(b"\\b"),
+            0x0c => out.put(b"\\f"),
+            control => out.put(format!("\\u{control:04x}").as_bytes()),
         }
-        start = i + 1;
+        start = at + 1;
     }
     out.put(&bytes[start..]);
     out.put(b"\"");

@@ -26,25 +26,10 @@ use ksvc_webhook::rbac::ApiCall;
 use serde_json::Value;
 
 /// The API calls of every module that talks to the API server. The RBAC in `manifests/` must
-/// grant exactly their union. At merge, replace `WATCH_LOOP_PENDING` with
-/// `ksvc_webhook::watch::API_CALLS` (and add any new module's `API_CALLS` here).
-const DECLARED: &[&[ApiCall]] = &[ksvc_webhook::certmgr::API_CALLS, WATCH_LOOP_PENDING];
-
-/// The watch loop's calls (issue 6), declared here until its module lands with `API_CALLS`.
-const WATCH_LOOP_PENDING: &[ApiCall] = &[
-    ApiCall::new("serving.knative.dev", "services", "get"),
-    ApiCall::new("serving.knative.dev", "services", "list"),
-    ApiCall::new("serving.knative.dev", "services", "watch"),
-    ApiCall::new("serving.knative.dev", "services", "patch"),
-    ApiCall::new("serving.knative.dev", "revisions", "get"),
-    ApiCall::new("serving.knative.dev", "revisions", "list"),
-    ApiCall::new("serving.knative.dev", "revisions", "watch"),
-    ApiCall::new("serving.knative.dev", "revisions", "delete"),
-    ApiCall::new("events.k8s.io", "events", "create"),
-    ApiCall::new("events.k8s.io", "events", "patch"),
-    ApiCall::new("coordination.k8s.io", "leases", "get"),
-    ApiCall::new("coordination.k8s.io", "leases", "create"),
-    ApiCall::new("coordination.k8s.io", "leases", "update"),
+/// grant exactly their union (add any new module's `API_CALLS` here).
+const DECLARED: &[&[ApiCall]] = &[
+    ksvc_webhook::certmgr::API_CALLS,
+    ksvc_webhook::watch::API_CALLS,
 ];
 
 /// Resources that must only be granted in the webhook's own namespace (a Role, never a

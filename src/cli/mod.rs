@@ -1,5 +1,6 @@
 //! The subcommands: thin shells over the pure core.
 
+pub mod app;
 pub mod certs;
 mod logs;
 mod offline;
@@ -15,6 +16,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Uninject(args) => offline::uninject(&args),
         Command::Name(args) => offline::name(&args),
         Command::Sha(args) => offline::sha(&args),
+        Command::App(args) => app::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Certs(args) => certs::run(args),
     }

@@ -1,0 +1,143 @@
+//! Watch-loop benchmarks: status fan-out to 1,000 `/apps/watch` subscribers, and the read half of
+//! a reconcile (status + plan + hub update) for 10,000 KServices from the cache. Prints resident
+//! memory (VmRSS) before and after building each fixture.
+#![allow(clippy::unwrap_used)]
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ksvc_webhook::watch::cache::Cache;
+use ksvc_webhook::watch::hub::{DEFAULT_SUBSCRIBER_BUFFER, Filter, Hub};
+use ksvc_webhook::watch::status::{AppStatus, Phase};
+use ksvc_webhook::watch::view::{KService, Revision};
+use serde_json::json;
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn record(i: usize, phase: Phase) -> ksvc_webhook::watch::hub::AppRecord {
+    ksvc_webhook::watch::hub::AppRecord {
+        namespace: "apps".into(),
+        name: format!("app-{i}"),
+        project: Some("proj".into()),
+        domain: Some("dev".into()),
+        app_name: Some(format!("app-{i}")),
+        status: AppStatus {
+            phase,
+            message: "Service is ready".into(),
+            last_transition_time: "2026-11-30T00:00:00Z".into(),
+            replicas: Some(1),
+            url: Some(format!("http://app-{i}.apps.example")),
+            substate: None,
+        },
+    }
+}
+
+fn fanout(c: &mut Criterion) {
+    let before = rss_kib();
+    let hub = Hub::new();
+    let mut subs: Vec<_> = (0..1000)
+        .map(|_| hub.subscribe(Filter::default(), DEFAULT_SUBSCRIBER_BUFFER))
+        .collect();
+    eprintln!(
+        "fanout: 1000 subscribers, RSS {before} KiB -> {} KiB",
+        rss_kib()
+    );
+    let mut n = 0usize;
+    c.bench_function(
+        "fanout: one status change to 1,000 subscribers, delivered",
+        |b| {
+            b.iter(|| {
+                n += 1;
+                hub.upsert(record(
+                    0,
+                    if n.is_multiple_of(2) {
+                        Phase::Active
+                    } else {
+                        Phase::Deploying
+                    },
+                ));
+                for sub in &mut subs {
+                    black_box(sub.try_next());
+                }
+            })
+        },
+    );
+}
+
+fn fixture(n: usize) -> (Vec<KService>, Vec<Revision>) {
+    let mut services = Vec::with_capacity(n);
+    let mut revisions = Vec::with_capacity(2 * n);
+    for i in 0..n {
+        let name = format!("app-{i}");
+        let stopped = i.is_multiple_of(4);
+        let mut labels = json!({"flyte.org/project": "proj", "flyte.org/domain": "dev", "flyte.org/app-name": name});
+        if stopped {
+            labels["flyte.org/app-stopped"] = json!("true");
+            labels["networking.knative.dev/visibility"] = json!("cluster-local");
+        }
+        services.push(serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": format!("ns-{}", i % 50), "generation": 2, "labels": labels,
+                         "annotations": {"flyte.org/app-managed": "true"}, "resourceVersion": "1"},
+            "spec": {"template": {"metadata": {"annotations": {"autoscaling.knative.dev/min-scale": if stopped { "0" } else { "1" }}}}},
+            "status": {"observedGeneration": 2, "url": format!("http://{name}.example"),
+                       "conditions": [{"type": "ConfigurationsReady", "status": "True"}, {"type": "Ready", "status": "True"},
+                                      {"type": "RoutesReady", "status": "True"}],
+                       "latestCreatedRevisionName": format!("{name}-00002"), "latestReadyRevisionName": format!("{name}-00002"),
+                       "traffic": [{"revisionName": format!("{name}-00002"), "percent": 100}]}
+        })).unwrap());
+        for (rev, replicas) in [
+            ("00001", i32::from(stopped)),
+            ("00002", 1 - i32::from(stopped)),
+        ] {
+            revisions.push(serde_json::from_value(json!({
+                "metadata": {"name": format!("{name}-{rev}"), "namespace": format!("ns-{}", i % 50), "uid": format!("u-{i}-{rev}"),
+                             "resourceVersion": "1", "labels": {"serving.knative.dev/service": name}},
+                "status": {"actualReplicas": replicas, "conditions": [{"type": "Ready", "status": "True"},
+                           {"type": "Active", "status": if replicas > 0 { "True" } else { "False" }, "reason": "NoTraffic"}]}
+            })).unwrap());
+        }
+    }
+    (services, revisions)
+}
+
+fn reconcile_planning(c: &mut Criterion) {
+    let before = rss_kib();
+    let (services, revisions) = fixture(10_000);
+    let cache = Cache::from_objects(services, revisions);
+    let hub = Hub::new();
+    let keys: Vec<_> = cache.keys().into_iter().collect();
+    for key in &keys {
+        hub.upsert(cache.evaluate(key, "2026-11-30T00:00:00Z").unwrap().record);
+    }
+    eprintln!(
+        "reconcile: 10,000 KServices + 20,000 Revisions cached and statused, RSS {before} KiB -> {} KiB",
+        rss_kib()
+    );
+    let mut group = c.benchmark_group("reconcile");
+    group.sample_size(10);
+    group.bench_function(
+        "status + plan + hub update of 10,000 KServices from the cache",
+        |b| {
+            b.iter(|| {
+                let mut deletes = 0;
+                for key in &keys {
+                    let eval = cache.evaluate(key, "2026-11-30T00:00:01Z").unwrap();
+                    deletes += eval.plan.actions.len();
+                    black_box(hub.upsert(eval.record));
+                }
+                assert_eq!(deletes, 2500, "one old revision of every stopped app");
+            })
+        },
+    );
+    group.finish();
+}
+
+criterion_group!(benches, fanout, reconcile_planning);
+criterion_main!(benches);

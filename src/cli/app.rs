@@ -1,0 +1,178 @@
+//! `ksvc-webhook app stop|start|status|update NAME [-n NS]`: the app lifecycle against the current
+//! kubeconfig's cluster.
+//!
+//! Thin: each subcommand is one retry-on-conflict read-modify-write of the KService's raw JSON
+//! (edits from `watch::edit`), or a read mapped by `watch::status`. These calls run with the
+//! user's credentials, not the server's service account, so they are not in any `API_CALLS`:
+//! services get/update/watch and revisions list/watch.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+
+use crate::config::{AppAction, AppArgs, AppTarget};
+use crate::keys;
+use crate::watch::controller::record_of;
+use crate::watch::edit::{AppUpdate, set_stopped};
+use crate::watch::kapi::{self, Backoff, Updated};
+use crate::watch::status::status_for;
+use crate::watch::view::{KService, Revision};
+use crate::watch::writes::knative;
+
+const TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Run `app …` on a fresh single-threaded runtime.
+pub fn run(args: AppArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let target = match &args.action {
+            AppAction::Stop(t) | AppAction::Start(t) => t,
+            AppAction::Status(s) => &s.target,
+            AppAction::Update(u) => &u.target,
+        };
+        let client = client_for(target).await?;
+        let ns = target
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned());
+        run_with_client(client, &ns, args.action, &mut std::io::stdout()).await
+    })
+}
+
+async fn client_for(target: &AppTarget) -> anyhow::Result<Client> {
+    let config = match &target.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).context("reading the kubeconfig")?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig or in-cluster config found")?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+/// Run one action against a client (tests pass one pointed at a fake API server).
+pub async fn run_with_client(
+    client: Client,
+    ns: &str,
+    action: AppAction,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let services = Api::namespaced_with(client.clone(), ns, &knative("Service", "services"));
+    let backoff = Backoff::default();
+    let (name, outcome) = match action {
+        AppAction::Stop(t) => (
+            t.name.clone(),
+            kapi::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
+                set_stopped(v, true)
+            })
+            .await?,
+        ),
+        AppAction::Start(t) => (
+            t.name.clone(),
+            kapi::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
+                set_stopped(v, false)
+            })
+            .await?,
+        ),
+        AppAction::Update(u) => {
+            let update = AppUpdate {
+                image: u.image,
+                min_scale: u.min_scale,
+                max_scale: u.max_scale,
+            };
+            if update.is_empty() {
+                bail!("nothing to update: give --image, --min-scale or --max-scale");
+            }
+            let mut invalid = None;
+            let edit = |v: &mut serde_json::Value| {
+                update.apply(v).unwrap_or_else(|e| {
+                    invalid = Some(e);
+                    false
+                })
+            };
+            let outcome =
+                kapi::update_raw(&services, &u.target.name, TIMEOUT, &backoff, edit).await?;
+            if let Some(e) = invalid {
+                return Err(e).context(format!("cannot update {ns}/{}", u.target.name));
+            }
+            (u.target.name, outcome)
+        }
+        AppAction::Status(s) => return status(client, ns, &s.target.name, s.watch, out).await,
+    };
+    match outcome {
+        Updated::NotFound => bail!("no KService {ns}/{name}; check the name and -n NAMESPACE"),
+        Updated::Unchanged => writeln!(out, "{ns}/{name}: unchanged")?,
+        Updated::Written(_) => writeln!(out, "{ns}/{name}: updated")?,
+    }
+    Ok(())
+}
+
+async fn status(
+    client: Client,
+    ns: &str,
+    name: &str,
+    follow: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let services: Api<KService> = Api::namespaced(client.clone(), ns);
+    let revisions: Api<Revision> = Api::namespaced(client, ns);
+    let selector = format!("{}={name}", keys::LABEL_KNATIVE_SERVICE);
+    if !follow {
+        let ksvc = kapi::timed("get service", TIMEOUT, services.get_opt(name))
+            .await?
+            .with_context(|| format!("no KService {ns}/{name}; check the name and -n NAMESPACE"))?;
+        let revs = kapi::timed(
+            "list revisions",
+            TIMEOUT,
+            revisions.list(&ListParams::default().labels(&selector)),
+        )
+        .await?
+        .items;
+        let record = record_of(
+            &ksvc,
+            status_for(&ksvc, &revs, &Timestamp::now().to_string()),
+        );
+        writeln!(out, "{}", serde_json::to_string(&record)?)?;
+        return Ok(());
+    }
+    let (svc_store, svc_writer) = reflector::store::<KService>();
+    let (rev_store, rev_writer) = reflector::store::<Revision>();
+    let svc_cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let svc_events =
+        reflector::reflector(svc_writer, watcher(services, svc_cfg).default_backoff()).map(|_| ());
+    let rev_cfg = watcher::Config::default().labels(&selector);
+    let rev_events =
+        reflector::reflector(rev_writer, watcher(revisions, rev_cfg).default_backoff()).map(|_| ());
+    let mut events = std::pin::pin!(futures::stream::select(svc_events, rev_events));
+    let mut last = None;
+    while events.next().await.is_some() {
+        let Some(ksvc) = svc_store.state().into_iter().next() else {
+            continue;
+        };
+        let status = status_for(&ksvc, &rev_store.state(), &Timestamp::now().to_string());
+        if last
+            .as_ref()
+            .is_none_or(|l: &crate::watch::status::AppStatus| !l.same_state(&status))
+        {
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string(&record_of(&ksvc, status.clone()))?
+            )?;
+            out.flush()?;
+            last = Some(status);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,139 @@
+//! The loop's cache: the reflector stores of Services and Revisions plus an index of revisions by
+//! owning Service, so one reconcile costs O(its revisions), not O(all revisions).
+//!
+//! [`Cache::evaluate`] is the read half of a reconcile — status and plan for one app from the
+//! cache — shared by the controller and the benchmark. Must never call the API.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher;
+
+use super::controller::record_of;
+use super::hub::{AppKey, AppRecord};
+use super::plan::{Plan, plan};
+use super::status::status_for;
+use super::view::{KService, Revision};
+
+/// The stores and the revision index.
+pub struct Cache {
+    pub services: Store<KService>,
+    pub revisions: Store<Revision>,
+    index: BTreeMap<AppKey, BTreeSet<String>>,
+}
+
+/// One app as evaluated from the cache.
+pub struct Evaluation {
+    pub ksvc: Arc<KService>,
+    pub revisions: Vec<Arc<Revision>>,
+    pub record: AppRecord,
+    pub plan: Plan,
+}
+
+/// The key of the Service owning a revision, if labelled.
+pub fn owner_key(r: &Revision) -> Option<AppKey> {
+    r.service().map(|s| AppKey {
+        namespace: r.namespace().to_owned(),
+        name: s.to_owned(),
+    })
+}
+
+/// The key of a Service.
+pub fn service_key(k: &KService) -> AppKey {
+    AppKey {
+        namespace: k.namespace().to_owned(),
+        name: k.name().to_owned(),
+    }
+}
+
+impl Cache {
+    /// A cache over two stores (fed by reflectors elsewhere).
+    pub fn new(services: Store<KService>, revisions: Store<Revision>) -> Self {
+        Self {
+            services,
+            revisions,
+            index: BTreeMap::new(),
+        }
+    }
+
+    /// A cache holding exactly these objects (benchmarks, tests).
+    pub fn from_objects(services: Vec<KService>, revisions: Vec<Revision>) -> Self {
+        let (svc_store, mut svc_writer) = reflector::store::<KService>();
+        let (rev_store, mut rev_writer) = reflector::store::<Revision>();
+        svc_writer.apply_watcher_event(&watcher::Event::Init);
+        for k in services {
+            svc_writer.apply_watcher_event(&watcher::Event::InitApply(k));
+        }
+        svc_writer.apply_watcher_event(&watcher::Event::InitDone);
+        rev_writer.apply_watcher_event(&watcher::Event::Init);
+        let mut cache = Self::new(svc_store, rev_store);
+        for r in revisions {
+            cache.note_revision(&r, true);
+            rev_writer.apply_watcher_event(&watcher::Event::InitApply(r));
+        }
+        rev_writer.apply_watcher_event(&watcher::Event::InitDone);
+        cache
+    }
+
+    /// Record that a revision exists (`true`) or was deleted (`false`); returns its owner.
+    pub fn note_revision(&mut self, r: &Revision, exists: bool) -> Option<AppKey> {
+        let key = owner_key(r)?;
+        if exists {
+            self.index
+                .entry(key.clone())
+                .or_default()
+                .insert(r.name().to_owned());
+        } else if let Some(names) = self.index.get_mut(&key) {
+            names.remove(r.name());
+            if names.is_empty() {
+                self.index.remove(&key);
+            }
+        }
+        Some(key)
+    }
+
+    /// Every Service's key.
+    pub fn keys(&self) -> BTreeSet<AppKey> {
+        self.services
+            .state()
+            .iter()
+            .map(|k| service_key(k))
+            .collect()
+    }
+
+    /// One Service.
+    pub fn service(&self, key: &AppKey) -> Option<Arc<KService>> {
+        self.services
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+    }
+
+    /// The cached revisions of one Service (names indexed but no longer stored are skipped).
+    pub fn revisions_of(&self, key: &AppKey) -> Vec<Arc<Revision>> {
+        let Some(names) = self.index.get(key) else {
+            return Vec::new();
+        };
+        names
+            .iter()
+            .filter_map(|n| {
+                self.revisions
+                    .get(&ObjectRef::new(n).within(&key.namespace))
+            })
+            .filter(|r| owner_key(r).as_ref() == Some(key))
+            .collect()
+    }
+
+    /// Status and plan of one managed app; `None` when the Service is gone or not managed.
+    pub fn evaluate(&self, key: &AppKey, now: &str) -> Option<Evaluation> {
+        let ksvc = self.service(key).filter(|k| k.is_managed())?;
+        let revisions = self.revisions_of(key);
+        let record = record_of(&ksvc, status_for(&ksvc, &revisions, now));
+        let plan = plan(&ksvc, &revisions);
+        Some(Evaluation {
+            ksvc,
+            revisions,
+            record,
+            plan,
+        })
+    }
+}

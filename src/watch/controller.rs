@@ -1,0 +1,320 @@
+//! The controller shell: kube-runtime watchers and reflector stores for Services and Revisions, and
+//! a level-triggered reconcile of every app they touch.
+//!
+//! Every replica keeps the stores and the status hub current; only the leader runs the plan's
+//! writes and records Events. A broken watch resumes from its last resourceVersion (kube-runtime's
+//! watcher, with backoff); a failed reconcile is retried with backoff; a periodic resync and every
+//! gain of leadership reconcile everything again. Decisions live in `status` and `plan`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::runtime::reflector;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::cache::{Cache, Evaluation, service_key};
+use super::hub::{AppKey, AppRecord, Change, Hub};
+use super::kapi::{self, Backoff};
+use super::leader::error_chain;
+use super::metrics::Metrics;
+use super::plan::Action;
+use super::view::{KService, Revision};
+use super::writes::Writer;
+use crate::keys;
+
+/// Server-side timeout of each watch request; the client's read timeout must exceed it.
+pub const WATCH_TIMEOUT_SECS: u32 = 60;
+
+/// How the loop runs.
+#[derive(Debug, Clone)]
+pub struct LoopOptions {
+    /// Watch one namespace, or all.
+    pub namespace: Option<String>,
+    /// The timeout of every API call.
+    pub api_timeout: Duration,
+    /// Backoff of conflicting writes and of failed reconciles.
+    pub backoff: Backoff,
+    /// How often every app is reconciled again, events or not.
+    pub resync_every: Duration,
+    /// This replica, as reported on Events.
+    pub identity: String,
+}
+
+/// What the loop shares with the rest of the server.
+#[derive(Clone)]
+pub struct Shared {
+    pub hub: Arc<Hub>,
+    /// Set once both caches have listed everything.
+    pub synced: Arc<AtomicBool>,
+    /// Whether this replica may write.
+    pub leader: watch::Receiver<bool>,
+    pub metrics: Metrics,
+}
+
+fn scoped<K>(client: Client, ns: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    }
+}
+
+struct State {
+    cache: Cache,
+    dirty: BTreeSet<AppKey>,
+    retry: BTreeMap<AppKey, (Instant, u32)>,
+    services_listed: bool,
+    revisions_listed: bool,
+    relisted: bool,
+}
+
+impl State {
+    fn all_keys(&self) -> BTreeSet<AppKey> {
+        self.cache.keys()
+    }
+}
+
+/// Run the loop until the watch streams end (they do not, short of a dropped runtime).
+pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
+    let ns = opts.namespace.as_deref();
+    let (services, svc_writer) = reflector::store::<KService>();
+    let (revisions, rev_writer) = reflector::store::<Revision>();
+    let cfg = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
+    let svc_api = scoped::<KService>(client.clone(), ns);
+    let rev_api = scoped::<Revision>(client.clone(), ns);
+    let mut svc_events = pin!(reflector::reflector(
+        svc_writer,
+        watcher(svc_api, cfg.clone()).default_backoff()
+    ));
+    let mut rev_events = pin!(reflector::reflector(
+        rev_writer,
+        watcher(rev_api, cfg).default_backoff()
+    ));
+    let writer = Writer {
+        client,
+        timeout: opts.api_timeout,
+        backoff: opts.backoff,
+        identity: opts.identity.clone(),
+        metrics: shared.metrics.clone(),
+    };
+    let mut st = State {
+        cache: Cache::new(services, revisions),
+        dirty: BTreeSet::new(),
+        retry: BTreeMap::new(),
+        services_listed: false,
+        revisions_listed: false,
+        relisted: false,
+    };
+    let mut leader = shared.leader.clone();
+    let mut leader_alive = true;
+    let mut resync = tokio::time::interval(opts.resync_every);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let next_retry = st.retry.values().map(|(at, _)| *at).min();
+        tokio::select! {
+            ev = svc_events.next() => match ev {
+                Some(Ok(ev)) => on_service(&mut st, &shared.hub, ev),
+                Some(Err(error)) => watch_error(&shared.metrics, "services", &error),
+                None => return,
+            },
+            ev = rev_events.next() => match ev {
+                Some(Ok(ev)) => on_revision(&mut st, ev),
+                Some(Err(error)) => watch_error(&shared.metrics, "revisions", &error),
+                None => return,
+            },
+            _ = resync.tick() => st.dirty.extend(st.all_keys()),
+            changed = leader.changed(), if leader_alive => match changed {
+                Ok(()) if *leader.borrow() => st.dirty.extend(st.all_keys()),
+                Ok(()) => {}
+                Err(_) => leader_alive = false,
+            },
+            _ = tokio::time::sleep_until(next_retry.unwrap_or_else(Instant::now)), if next_retry.is_some() => {
+                let now = Instant::now();
+                let due: Vec<AppKey> = st.retry.iter().filter(|(_, (at, _))| *at <= now).map(|(k, _)| k.clone()).collect();
+                st.dirty.extend(due);
+            }
+        }
+        if !(st.services_listed && st.revisions_listed) {
+            continue;
+        }
+        let first_sync = after_list(&mut st, &shared);
+        reconcile_dirty(&mut st, &shared, &writer, &opts.backoff).await;
+        if first_sync {
+            // Ready only once every app has a status: `/apps` never serves a half-filled cache.
+            shared.synced.store(true, Ordering::Release);
+            tracing::info!(apps = st.cache.services.len(), "app cache synced");
+        }
+        shared.metrics.refresh_apps(&shared.hub);
+    }
+}
+
+/// After a complete (re)list: forget deleted apps and look at everything again. Returns whether
+/// this is the first complete list.
+fn after_list(st: &mut State, shared: &Shared) -> bool {
+    let first = !shared.synced.load(Ordering::Acquire);
+    if !first && !st.relisted {
+        return false;
+    }
+    let live = st.all_keys();
+    shared.hub.retain(&live);
+    st.dirty.extend(live);
+    st.relisted = false;
+    first
+}
+
+/// Reconcile every dirty app; failures come back after a backoff.
+async fn reconcile_dirty(st: &mut State, shared: &Shared, writer: &Writer, backoff: &Backoff) {
+    for key in std::mem::take(&mut st.dirty) {
+        // Read per app: a replica that loses the lease mid-batch stops writing at once.
+        let leading = *shared.leader.borrow();
+        let span =
+            tracing::debug_span!("reconcile", ns = %key.namespace, name = %key.name, leading);
+        let started = std::time::Instant::now();
+        let result = reconcile(st, shared, writer, &key, leading)
+            .instrument(span)
+            .await;
+        shared
+            .metrics
+            .duration
+            .observe(started.elapsed().as_secs_f64());
+        match result {
+            Ok(()) => {
+                st.retry.remove(&key);
+            }
+            Err(error) => {
+                shared.metrics.error("write");
+                let attempt = st.retry.get(&key).map_or(0, |(_, n)| n + 1);
+                let delay = backoff.delay(attempt);
+                tracing::warn!(ns = %key.namespace, name = %key.name, error = %error_chain(&error), ?delay, "reconcile failed; retrying");
+                st.retry.insert(key, (Instant::now() + delay, attempt));
+            }
+        }
+    }
+}
+
+fn watch_error(metrics: &Metrics, what: &str, error: &watcher::Error) {
+    metrics.error("watch");
+    tracing::warn!(resource = what, error = %error_chain(error), "watch failed; resuming with backoff");
+}
+
+fn on_service(st: &mut State, hub: &Hub, ev: watcher::Event<KService>) {
+    match ev {
+        watcher::Event::Apply(k) | watcher::Event::InitApply(k) => {
+            st.dirty.insert(service_key(&k));
+        }
+        watcher::Event::Delete(k) => {
+            let key = service_key(&k);
+            st.dirty.remove(&key);
+            st.retry.remove(&key);
+            hub.remove(&key);
+        }
+        watcher::Event::Init => {}
+        watcher::Event::InitDone => {
+            st.relisted = st.services_listed;
+            st.services_listed = true;
+        }
+    }
+}
+
+fn on_revision(st: &mut State, ev: watcher::Event<Revision>) {
+    match ev {
+        watcher::Event::Apply(r) | watcher::Event::InitApply(r) => {
+            st.dirty.extend(st.cache.note_revision(&r, true));
+        }
+        watcher::Event::Delete(r) => {
+            st.dirty.extend(st.cache.note_revision(&r, false));
+        }
+        watcher::Event::Init => {}
+        watcher::Event::InitDone => {
+            st.relisted |= st.revisions_listed;
+            st.revisions_listed = true;
+        }
+    }
+}
+
+/// The record served for a Service.
+pub fn record_of(ksvc: &KService, status: super::status::AppStatus) -> AppRecord {
+    let label = |k: &str| ksvc.label(k).map(str::to_owned);
+    AppRecord {
+        namespace: ksvc.namespace().to_owned(),
+        name: ksvc.name().to_owned(),
+        project: label(keys::LABEL_PROJECT),
+        domain: label(keys::LABEL_DOMAIN),
+        app_name: label(keys::LABEL_APP_NAME),
+        status,
+    }
+}
+
+/// Reconcile one app: status for everyone; the plan's writes for the leader.
+async fn reconcile(
+    st: &State,
+    shared: &Shared,
+    writer: &Writer,
+    key: &AppKey,
+    leading: bool,
+) -> kapi::Result<()> {
+    shared.metrics.reconciles.inc();
+    let Some(eval) = st.cache.evaluate(key, &Timestamp::now().to_string()) else {
+        shared.hub.remove(key);
+        return Ok(());
+    };
+    let Evaluation {
+        ksvc,
+        plan: planned,
+        record,
+        ..
+    } = eval;
+    let change = shared.hub.upsert(record);
+    if !leading {
+        return Ok(());
+    }
+    // One Event per phase change; progress within a phase (a new STOPPING message) is not one.
+    if let Change::Transition {
+        previous: Some(previous),
+        record,
+    } = &change
+        && *previous != record.status.phase
+    {
+        writer.transition_event(&ksvc, *previous, record).await;
+    }
+    if let Some(waiting) = &planned.waiting {
+        tracing::debug!(waiting, "stop not finished");
+    }
+    for action in planned.actions {
+        match action {
+            Action::ApplyStopEdits => {
+                writer.apply_stop_edits(key).await?;
+            }
+            Action::DeleteRevision {
+                name,
+                uid,
+                resource_version,
+            } => {
+                let deleted = writer
+                    .delete_revision(key, &name, uid, resource_version)
+                    .await?;
+                if deleted == kapi::Deleted::Deleted {
+                    let note = format!(
+                        "deleted revision {name}: the app is stopped and traffic has left it"
+                    );
+                    writer
+                        .event(&ksvc, false, "RevisionDeleted", "Delete", note)
+                        .await;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,357 @@
+//! The status hub: every app's current status, and the fan-out of changes to watch subscribers.
+//!
+//! Each subscriber has a bounded queue. A publisher never blocks and never silently drops: when a
+//! subscriber's queue is full it is marked overflowed, its queue is cleared, and its next read is a
+//! `RESYNC` event followed by the current state of every app it watches. Must never touch the API.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use super::status::{AppStatus, Phase};
+
+/// The queue length of one watch subscriber.
+pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 256;
+
+/// Namespace and name of a KService.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AppKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// One app as served by `/apps`: where it lives, who it belongs to, and its status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppRecord {
+    pub namespace: String,
+    pub name: String,
+    pub project: Option<String>,
+    pub domain: Option<String>,
+    pub app_name: Option<String>,
+    pub status: AppStatus,
+}
+
+impl AppRecord {
+    /// The record's key.
+    pub fn key(&self) -> AppKey {
+        AppKey {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// Which apps a listing or a watch covers; `None` matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Filter {
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub project: Option<String>,
+    pub domain: Option<String>,
+}
+
+impl Filter {
+    /// Whether the record is covered.
+    pub fn matches(&self, r: &AppRecord) -> bool {
+        let eq = |want: &Option<String>, have: Option<&str>| {
+            want.as_deref().is_none_or(|w| have == Some(w))
+        };
+        eq(&self.namespace, Some(&r.namespace))
+            && eq(&self.name, Some(&r.name))
+            && eq(&self.project, r.project.as_deref())
+            && eq(&self.domain, r.domain.as_deref())
+    }
+}
+
+/// One event of `/apps/watch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WatchEvent {
+    Created {
+        app: AppRecord,
+    },
+    Updated {
+        app: AppRecord,
+    },
+    Deleted {
+        app: AppRecord,
+    },
+    /// Events were lost to a full buffer: the current state of every watched app follows, as
+    /// `UPDATED` events.
+    Resync,
+}
+
+/// What an upsert changed, for Kubernetes Events and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The app appeared, or its phase, message or substate changed.
+    Transition {
+        previous: Option<Phase>,
+        record: Box<AppRecord>,
+    },
+    /// Only replicas, URL or identity changed.
+    Refresh,
+    /// Nothing changed.
+    None,
+}
+
+#[derive(Default)]
+struct SubQueue {
+    events: VecDeque<WatchEvent>,
+    overflowed: bool,
+}
+
+struct SubShared {
+    queue: Mutex<SubQueue>,
+    notify: Notify,
+}
+
+struct SubEntry {
+    id: u64,
+    filter: Filter,
+    capacity: usize,
+    shared: Arc<SubShared>,
+}
+
+#[derive(Default)]
+struct Inner {
+    apps: BTreeMap<AppKey, AppRecord>,
+    subs: Vec<SubEntry>,
+    next_id: u64,
+}
+
+/// The status of every app, shared by the loop (writer), the HTTP router and subscribers.
+#[derive(Default)]
+pub struct Hub {
+    inner: Mutex<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind, still usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Hub {
+    /// An empty hub.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Store an app's status and tell subscribers. A change of only the transition time keeps the
+    /// stored time (no rewrite when only timestamps moved).
+    pub fn upsert(&self, mut record: AppRecord) -> Change {
+        let mut inner = lock(&self.inner);
+        let key = record.key();
+        let (event, change) = match inner.apps.get(&key) {
+            None => {
+                let change = Change::Transition {
+                    previous: None,
+                    record: Box::new(record.clone()),
+                };
+                (
+                    WatchEvent::Created {
+                        app: record.clone(),
+                    },
+                    change,
+                )
+            }
+            Some(old) if old.status.same_state(&record.status) => {
+                record.status.last_transition_time = old.status.last_transition_time.clone();
+                if *old == record {
+                    return Change::None;
+                }
+                (
+                    WatchEvent::Updated {
+                        app: record.clone(),
+                    },
+                    Change::Refresh,
+                )
+            }
+            Some(old) => {
+                let previous = Some(old.status.phase);
+                let change = Change::Transition {
+                    previous,
+                    record: Box::new(record.clone()),
+                };
+                (
+                    WatchEvent::Updated {
+                        app: record.clone(),
+                    },
+                    change,
+                )
+            }
+        };
+        inner.apps.insert(key, record.clone());
+        publish(&inner, &record, &event);
+        change
+    }
+
+    /// Forget an app (its KService was deleted) and tell subscribers.
+    pub fn remove(&self, key: &AppKey) -> Option<AppRecord> {
+        let mut inner = lock(&self.inner);
+        let record = inner.apps.remove(key)?;
+        publish(
+            &inner,
+            &record,
+            &WatchEvent::Deleted {
+                app: record.clone(),
+            },
+        );
+        Some(record)
+    }
+
+    /// Keep only the apps whose keys are in `live`; the others are removed as deleted.
+    pub fn retain(&self, live: &std::collections::BTreeSet<AppKey>) {
+        let gone: Vec<AppKey> = lock(&self.inner)
+            .apps
+            .keys()
+            .filter(|k| !live.contains(k))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.remove(&key);
+        }
+    }
+
+    /// One app.
+    pub fn get(&self, key: &AppKey) -> Option<AppRecord> {
+        lock(&self.inner).apps.get(key).cloned()
+    }
+
+    /// Every app the filter covers, in key order.
+    pub fn list(&self, filter: &Filter) -> Vec<AppRecord> {
+        lock(&self.inner)
+            .apps
+            .values()
+            .filter(|r| filter.matches(r))
+            .cloned()
+            .collect()
+    }
+
+    /// The number of apps in each phase.
+    pub fn count_by_phase(&self) -> BTreeMap<Phase, i64> {
+        let mut counts: BTreeMap<Phase, i64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
+        for r in lock(&self.inner).apps.values() {
+            *counts.entry(r.status.phase).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Subscribe to changes of the apps the filter covers. The current state comes first, as
+    /// `CREATED` events. `capacity` bounds the queue (at least 1).
+    pub fn subscribe(self: &Arc<Self>, filter: Filter, capacity: usize) -> Subscription {
+        let mut inner = lock(&self.inner);
+        let local = inner
+            .apps
+            .values()
+            .filter(|r| filter.matches(r))
+            .map(|r| WatchEvent::Created { app: r.clone() })
+            .collect();
+        let shared = Arc::new(SubShared {
+            queue: Mutex::default(),
+            notify: Notify::new(),
+        });
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let capacity = capacity.max(1);
+        inner.subs.push(SubEntry {
+            id,
+            filter: filter.clone(),
+            capacity,
+            shared: shared.clone(),
+        });
+        Subscription {
+            hub: self.clone(),
+            id,
+            filter,
+            shared,
+            local,
+        }
+    }
+
+    /// The number of live subscribers.
+    pub fn subscriber_count(&self) -> usize {
+        lock(&self.inner).subs.len()
+    }
+}
+
+fn publish(inner: &Inner, record: &AppRecord, event: &WatchEvent) {
+    for sub in inner.subs.iter().filter(|s| s.filter.matches(record)) {
+        let mut q = lock(&sub.shared.queue);
+        if q.overflowed {
+            continue;
+        }
+        if q.events.len() >= sub.capacity {
+            // Never a silent drop: the reader is told to resync and gets the current state.
+            q.overflowed = true;
+            q.events.clear();
+        } else {
+            q.events.push_back(event.clone());
+        }
+        drop(q);
+        sub.shared.notify.notify_one();
+    }
+}
+
+/// A watch subscriber's end. Dropping it unsubscribes.
+pub struct Subscription {
+    hub: Arc<Hub>,
+    id: u64,
+    filter: Filter,
+    shared: Arc<SubShared>,
+    local: VecDeque<WatchEvent>,
+}
+
+impl Subscription {
+    /// The next event, waiting for one. Never ends while the hub lives.
+    pub async fn next(&mut self) -> WatchEvent {
+        loop {
+            if let Some(event) = self.try_next() {
+                return event;
+            }
+            self.shared.notify.notified().await;
+        }
+    }
+
+    /// The next event if one is ready.
+    pub fn try_next(&mut self) -> Option<WatchEvent> {
+        if let Some(event) = self.local.pop_front() {
+            return Some(event);
+        }
+        let overflowed = {
+            let mut q = lock(&self.shared.queue);
+            if !q.overflowed {
+                return q.events.pop_front();
+            }
+            q.overflowed
+        };
+        if overflowed {
+            self.resync();
+        }
+        self.local.pop_front()
+    }
+
+    fn resync(&mut self) {
+        // Hold the hub lock so no event slips between the snapshot and the cleared queue.
+        let inner = lock(&self.hub.inner);
+        let mut q = lock(&self.shared.queue);
+        q.overflowed = false;
+        q.events.clear();
+        self.local.push_back(WatchEvent::Resync);
+        let current = inner.apps.values().filter(|r| self.filter.matches(r));
+        self.local
+            .extend(current.map(|r| WatchEvent::Updated { app: r.clone() }));
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        lock(&self.hub.inner).subs.retain(|s| s.id != self.id);
+    }
+}
+
+#[cfg(test)]
+#[path = "hub_tests.rs"]
+mod tests;

@@ -1,0 +1,224 @@
+//! The watch loop: watches Knative Services and Revisions, serves every app's status from a local
+//! cache, and — on the elected leader only — finishes stopping apps (the stop edits if the webhook
+//! was bypassed, then teardown of the old revisions once traffic has left them).
+//!
+//! Shape: observed objects (reflector stores) → pure [`status::status_for`] / [`plan::plan`] →
+//! API writes ([`writes`]). [`spawn`] returns at once: admission never waits on this module, and
+//! with no cluster reachable the loop logs once and keeps retrying with backoff.
+
+pub mod cache;
+pub mod controller;
+pub mod edit;
+pub mod http;
+pub mod hub;
+pub mod kapi;
+pub mod leader;
+pub mod metrics;
+pub mod plan;
+pub mod status;
+pub mod view;
+pub mod writes;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::WatchArgs;
+use crate::rbac::ApiCall;
+use controller::{LoopOptions, Shared};
+use hub::Hub;
+use kapi::Backoff;
+use leader::{LeaseOptions, error_chain};
+use metrics::Metrics;
+
+/// Every API call the loop makes (the RBAC test compares these with the manifests).
+pub const API_CALLS: &[ApiCall] = &[
+    ApiCall::new("serving.knative.dev", "services", "get"),
+    ApiCall::new("serving.knative.dev", "services", "list"),
+    ApiCall::new("serving.knative.dev", "services", "watch"),
+    ApiCall::new("serving.knative.dev", "services", "update"),
+    ApiCall::new("serving.knative.dev", "revisions", "list"),
+    ApiCall::new("serving.knative.dev", "revisions", "watch"),
+    ApiCall::new("serving.knative.dev", "revisions", "delete"),
+    ApiCall::new("coordination.k8s.io", "leases", "get"),
+    ApiCall::new("coordination.k8s.io", "leases", "create"),
+    ApiCall::new("coordination.k8s.io", "leases", "update"),
+    ApiCall::new("events.k8s.io", "events", "create"),
+];
+
+/// What [`spawn`] hands the server.
+pub struct WatchHandle {
+    /// Every app's status; feed of `/apps/watch`.
+    pub hub: Arc<Hub>,
+    /// Readiness: true once both caches have listed everything.
+    pub synced: Arc<AtomicBool>,
+    /// Leadership of this replica; other components (the certificate manager) may follow it.
+    pub leader: watch::Receiver<bool>,
+    /// The loop's metrics; register them with [`Metrics::register`].
+    pub metrics: Metrics,
+    /// Per-subscriber queue length of `/apps/watch`.
+    pub watch_buffer: usize,
+    /// The loop's task; `None` with `--no-watch`.
+    pub task: Option<JoinHandle<()>>,
+    stop: watch::Sender<bool>,
+    shutdown_grace: Duration,
+}
+
+impl WatchHandle {
+    /// The status routes (`/apps`, `/apps/{namespace}/{name}`, `/apps/watch`).
+    pub fn router(&self) -> axum::Router {
+        http::router_with_buffer(self.hub.clone(), self.synced.clone(), self.watch_buffer)
+    }
+
+    /// Stop the loop: drop leadership, release the Lease, end the tasks (bounded by the API timeout
+    /// plus a second). Call on graceful shutdown so another replica takes over at once.
+    pub async fn shutdown(&mut self) {
+        self.stop.send_replace(true);
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(self.shutdown_grace, task).await;
+        }
+    }
+
+    /// Register the loop's metrics.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.metrics.register(registry);
+    }
+}
+
+/// Start the loop in the background and return at once. Must be called inside a Tokio runtime.
+pub fn spawn(args: &WatchArgs) -> WatchHandle {
+    let (tx, rx) = watch::channel(false);
+    let (stop, stopped) = watch::channel(false);
+    let mut handle = WatchHandle {
+        hub: Hub::new(),
+        synced: Arc::new(AtomicBool::new(false)),
+        leader: rx,
+        metrics: Metrics::default(),
+        watch_buffer: args.watch_buffer,
+        task: None,
+        stop,
+        shutdown_grace: Duration::from_secs(args.api_timeout_seconds.max(1) + 1),
+    };
+    if args.no_watch {
+        tracing::info!("watch loop disabled (--no-watch)");
+        return handle;
+    }
+    let shared = Shared {
+        hub: handle.hub.clone(),
+        synced: handle.synced.clone(),
+        leader: handle.leader.clone(),
+        metrics: handle.metrics.clone(),
+    };
+    handle.task = Some(tokio::spawn(run(args.clone(), shared, tx, stopped)));
+    handle
+}
+
+async fn run(
+    args: WatchArgs,
+    shared: Shared,
+    tx: watch::Sender<bool>,
+    stop: watch::Receiver<bool>,
+) {
+    let timeout = Duration::from_secs(args.api_timeout_seconds.max(1));
+    let mut stopping = stop.clone();
+    let client = tokio::select! {
+        client = connect_with_backoff(&args, timeout, &shared.metrics) => client,
+        () = leader::stop_requested(&mut stopping) => return,
+    };
+    let identity = args.pod_name.clone().unwrap_or_else(generated_identity);
+    let lease = LeaseOptions {
+        namespace: args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned()),
+        name: args.lease_name.clone(),
+        identity: identity.clone(),
+        lease_duration: Duration::from_secs(args.lease_duration_seconds.max(2)),
+        renew_every: Duration::from_secs((args.lease_duration_seconds / 3).max(1)),
+        retry_every: Duration::from_secs((args.lease_duration_seconds / 5).max(1)),
+        api_timeout: timeout,
+    };
+    let metrics = shared.metrics.clone();
+    let elector = tokio::spawn(leader::run_elector(
+        client.clone(),
+        lease,
+        tx,
+        metrics,
+        stop,
+    ));
+    let opts = LoopOptions {
+        namespace: args.watch_namespace.clone(),
+        api_timeout: timeout,
+        backoff: Backoff::default(),
+        resync_every: Duration::from_secs(args.resync_seconds.max(1)),
+        identity,
+    };
+    tokio::select! {
+        () = controller::run(client, opts, shared) => {}
+        () = leader::stop_requested(&mut stopping) => {}
+    }
+    // The elector saw the same stop: it drops leadership and releases the Lease.
+    let _ = elector.await;
+}
+
+fn generated_identity() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("ksvc-webhook-{}-{nanos:x}", std::process::id())
+}
+
+/// Connect and probe the API server; log the first failure, then keep retrying quietly.
+async fn connect_with_backoff(args: &WatchArgs, timeout: Duration, metrics: &Metrics) -> Client {
+    let backoff = Backoff {
+        min: Duration::from_secs(1),
+        max: Duration::from_secs(60),
+        factor: 2,
+        attempts: 0,
+    };
+    let mut attempt = 0u32;
+    loop {
+        match connect(args, timeout).await {
+            Ok(client) => {
+                tracing::info!(attempt, "watch loop connected to the API server");
+                return client;
+            }
+            Err(error) => {
+                metrics.error("connect");
+                if attempt == 0 {
+                    tracing::warn!(error = %error, "no cluster reachable; the watch loop keeps retrying, admission is unaffected");
+                } else {
+                    tracing::debug!(error = %error, attempt, "still no cluster");
+                }
+                tokio::time::sleep(backoff.delay(attempt)).await;
+                attempt = attempt.saturating_add(1);
+            }
+        }
+    }
+}
+
+async fn connect(args: &WatchArgs, timeout: Duration) -> Result<Client, String> {
+    let mut config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| error_chain(&e))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| error_chain(&e))?
+        }
+        None => kube::Config::infer().await.map_err(|e| error_chain(&e))?,
+    };
+    config.connect_timeout = Some(timeout);
+    // Bounds every read, lists included; a watch is ended by the server before this fires.
+    let watch = Duration::from_secs(u64::from(controller::WATCH_TIMEOUT_SECS));
+    config.read_timeout = Some(watch + timeout.max(Duration::from_secs(30)));
+    config.reset_reader_on_write = true;
+    let client = Client::try_from(config).map_err(|e| error_chain(&e))?;
+    let probe = kapi::timed("probe the API server", timeout, client.apiserver_version()).await;
+    probe.map_err(|e| error_chain(&e))?;
+    Ok(client)
+}

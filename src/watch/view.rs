@@ -1,0 +1,223 @@
+//! Typed, read-only views of the Knative objects the watch loop caches: `Service` and `Revision`.
+//!
+//! Knative's types are not in k8s-openapi, so these are small serde structs that keep only the
+//! fields the loop reads and tolerate every unknown field (`#[serde(default)]`, no
+//! `deny_unknown_fields`). They are what the reflector stores hold, which keeps the cache small.
+//! They are never written back: every write fetches the raw object fresh and edits its JSON, so
+//! fields unknown to these views survive (STYLE §2). Must never do I/O.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+use crate::keys;
+
+/// The API group of Knative Serving.
+pub const GROUP: &str = "serving.knative.dev";
+/// The served version of Knative Serving.
+pub const VERSION: &str = "v1";
+
+/// One entry of a status `conditions[]` list (Knative's `apis.Condition`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `"True"`, `"False"` or `"Unknown"`.
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    pub last_transition_time: String,
+}
+
+/// One `status.traffic[]` entry of a Service.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TrafficTarget {
+    pub revision_name: String,
+    pub percent: Option<i64>,
+    pub tag: String,
+}
+
+/// The parts of a Service's `status` the loop reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ServiceStatus {
+    pub observed_generation: Option<i64>,
+    pub conditions: Vec<Condition>,
+    pub latest_created_revision_name: String,
+    pub latest_ready_revision_name: String,
+    pub url: String,
+    pub traffic: Vec<TrafficTarget>,
+}
+
+/// The template metadata of a Service (`spec.template.metadata`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TemplateMeta {
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// The template of a Service (`spec.template`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Template {
+    pub metadata: TemplateMeta,
+}
+
+/// The parts of a Service's `spec` the loop reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServiceSpec {
+    pub template: Template,
+}
+
+/// A Knative `Service` (`serving.knative.dev/v1`), as cached.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KService {
+    pub metadata: ObjectMeta,
+    pub spec: ServiceSpec,
+    pub status: ServiceStatus,
+}
+
+/// The parts of a Revision's `status` the loop reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RevisionStatus {
+    pub conditions: Vec<Condition>,
+    pub actual_replicas: Option<i32>,
+    pub desired_replicas: Option<i32>,
+}
+
+/// A Knative `Revision` (`serving.knative.dev/v1`), as cached.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Revision {
+    pub metadata: ObjectMeta,
+    pub status: RevisionStatus,
+}
+
+/// Find a condition by type.
+pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+impl KService {
+    /// `metadata.name`, or `""`.
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+    /// `metadata.namespace`, or `""`.
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+    /// A label's value.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        label(&self.metadata, key)
+    }
+    /// An annotation's value.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        annotation(&self.metadata, key)
+    }
+    /// A template annotation's value (`spec.template.metadata.annotations`).
+    pub fn template_annotation(&self, key: &str) -> Option<&str> {
+        self.spec
+            .template
+            .metadata
+            .annotations
+            .get(key)
+            .map(String::as_str)
+    }
+    /// The stop label says `"true"`: the app is desired stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.label(keys::LABEL_APP_STOPPED) == Some("true")
+    }
+    /// The app is one of ours: marked managed by the webhook, or carrying our identity or stop label.
+    pub fn is_managed(&self) -> bool {
+        self.annotation(keys::ANNOTATION_APP_MANAGED) == Some("true")
+            || self.label(keys::LABEL_APP_NAME).is_some()
+            || self.label(keys::LABEL_APP_STOPPED).is_some()
+    }
+    /// Knative has observed the current spec (`status.observedGeneration == metadata.generation`).
+    pub fn generation_observed(&self) -> bool {
+        match (self.metadata.generation, self.status.observed_generation) {
+            (Some(g), Some(o)) => o >= g,
+            // No generation at all (some fakes, very old servers): nothing to wait for.
+            (None, _) => true,
+            (Some(_), None) => false,
+        }
+    }
+    /// Whether `status.traffic` names this revision.
+    pub fn routes_to(&self, revision: &str) -> bool {
+        self.status
+            .traffic
+            .iter()
+            .any(|t| t.revision_name == revision)
+    }
+}
+
+impl Revision {
+    /// `metadata.name`, or `""`.
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+    /// `metadata.namespace`, or `""`.
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+    /// The owning Service's name (label `serving.knative.dev/service`).
+    pub fn service(&self) -> Option<&str> {
+        label(&self.metadata, keys::LABEL_KNATIVE_SERVICE)
+    }
+    /// Annotated `serving.knative.dev/no-gc: "true"`.
+    pub fn is_no_gc(&self) -> bool {
+        annotation(&self.metadata, keys::ANNOTATION_NO_GC) == Some("true")
+    }
+    /// Still holds (or is about to hold) pods: replicas above zero, or `Active=True`.
+    pub fn has_pods(&self) -> bool {
+        self.status.actual_replicas.unwrap_or(0) > 0
+            || self.status.desired_replicas.unwrap_or(0) > 0
+            || condition(&self.status.conditions, "Active").is_some_and(|c| c.status == "True")
+    }
+}
+
+macro_rules! knative_resource {
+    ($ty:ty, $kind:literal, $plural:literal) => {
+        impl kube::Resource for $ty {
+            type DynamicType = ();
+            type Scope = kube::core::NamespaceResourceScope;
+            fn kind(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($kind)
+            }
+            fn group(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(GROUP)
+            }
+            fn version(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(VERSION)
+            }
+            fn plural(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($plural)
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+knative_resource!(KService, "Service", "services");
+knative_resource!(Revision, "Revision", "revisions");

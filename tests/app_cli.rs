@@ -1,0 +1,284 @@
+//! `ksvc-webhook app …` and `watch::spawn` against the fake API server.
+// Test helpers outside #[test] fns panic on a failed setup step, as the tests would.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::sync::atomic::Ordering;
+
+use axum::http::Method;
+use ksvc_webhook::cli::app::run_with_client;
+use ksvc_webhook::config::{AppAction, AppStatusArgs, AppTarget, AppUpdateArgs, WatchArgs};
+use serde_json::Value;
+use support::{FakeApi, ksvc, revision, wait_until};
+
+fn target(name: &str) -> AppTarget {
+    AppTarget {
+        name: name.into(),
+        namespace: Some("apps".into()),
+        kubeconfig: None,
+    }
+}
+
+async fn run(fake: &FakeApi, action: AppAction) -> anyhow::Result<String> {
+    let mut out = Vec::new();
+    run_with_client(fake.client(), "apps", action, &mut out).await?;
+    Ok(String::from_utf8(out).unwrap())
+}
+
+#[tokio::test]
+async fn stop_and_start_toggle_the_label() {
+    let fake = FakeApi::start().await;
+    fake.put(
+        "services",
+        ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
+    );
+    assert_eq!(
+        run(&fake, AppAction::Stop(target("app"))).await.unwrap(),
+        "apps/app: updated\n"
+    );
+    let svc = fake.get("services", "apps", "app").unwrap();
+    assert_eq!(svc["metadata"]["labels"]["flyte.org/app-stopped"], "true");
+    assert_eq!(
+        run(&fake, AppAction::Stop(target("app"))).await.unwrap(),
+        "apps/app: unchanged\n"
+    );
+    run(&fake, AppAction::Start(target("app"))).await.unwrap();
+    let svc = fake.get("services", "apps", "app").unwrap();
+    assert!(
+        svc["metadata"]["labels"]
+            .get("flyte.org/app-stopped")
+            .is_none()
+    );
+    assert_eq!(svc["metadata"]["annotations"]["user/keep"], "me");
+    let err = run(&fake, AppAction::Stop(target("missing")))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("no KService apps/missing"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn update_changes_only_the_given_fields_and_retries_conflicts() {
+    let fake = FakeApi::start().await;
+    fake.put(
+        "services",
+        ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
+    );
+    fake.fail_puts("services", 1);
+    let update = AppUpdateArgs {
+        target: target("app"),
+        image: Some("registry.example/app:2".into()),
+        min_scale: None,
+        max_scale: Some(3),
+    };
+    run(&fake, AppAction::Update(update)).await.unwrap();
+    let svc = fake.get("services", "apps", "app").unwrap();
+    let template = &svc["spec"]["template"];
+    assert_eq!(
+        template["spec"]["containers"][0]["image"],
+        "registry.example/app:2"
+    );
+    assert_eq!(
+        template["metadata"]["annotations"]["autoscaling.knative.dev/max-scale"],
+        "3"
+    );
+    assert!(
+        template["metadata"]["annotations"]
+            .get("autoscaling.knative.dev/min-scale")
+            .is_none()
+    );
+    assert_eq!(
+        svc["metadata"]["annotations"]["fake/concurrent-writes"],
+        "1"
+    );
+    assert_eq!(fake.requests_to(Method::PUT, "services").len(), 2);
+
+    let empty = AppUpdateArgs {
+        target: target("app"),
+        image: None,
+        min_scale: None,
+        max_scale: None,
+    };
+    assert!(
+        run(&fake, AppAction::Update(empty))
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("nothing to update")
+    );
+    let bad = AppUpdateArgs {
+        target: target("app"),
+        image: None,
+        min_scale: Some(5),
+        max_scale: None,
+    };
+    let err = run(&fake, AppAction::Update(bad)).await.unwrap_err();
+    assert!(
+        format!("{err:#}").contains("max-scale 3 is below min-scale 5"),
+        "{err:#}"
+    );
+}
+
+#[tokio::test]
+async fn status_prints_the_mapped_status() {
+    let fake = FakeApi::start().await;
+    fake.put(
+        "services",
+        ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
+    );
+    fake.put("revisions", revision("app", "app-00001", 4, false));
+    let out = run(
+        &fake,
+        AppAction::Status(AppStatusArgs {
+            target: target("app"),
+            watch: false,
+        }),
+    )
+    .await
+    .unwrap();
+    let record: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(record["status"]["phase"], "ACTIVE");
+    assert_eq!(record["status"]["replicas"], 4);
+    assert_eq!(record["project"], "proj");
+}
+
+/// A `Write` the test can read while the command still runs.
+#[derive(Clone, Default)]
+struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn phases(&self) -> Vec<String> {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["status"]["phase"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn status_watch_follows_changes() {
+    let fake = FakeApi::start().await;
+    fake.put(
+        "services",
+        ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
+    );
+    fake.put("revisions", revision("app", "app-00001", 1, false));
+    let out = Shared::default();
+    let mut writer = out.clone();
+    let action = AppAction::Status(AppStatusArgs {
+        target: target("app"),
+        watch: true,
+    });
+    let follow = run_with_client(fake.client(), "apps", action, &mut writer);
+    let drive = async {
+        wait_until("the first status is printed", || out.phases() == ["ACTIVE"]).await;
+        // The user stops the app; Knative has not caught up yet: STOPPING.
+        fake.put(
+            "services",
+            ksvc("app", true, true, 2, &["app-00001"], "app-00001"),
+        );
+        wait_until("the stop is printed", || {
+            out.phases() == ["ACTIVE", "STOPPING"]
+        })
+        .await;
+    };
+    tokio::select! {
+        result = follow => panic!("status --watch ended: {result:?}"),
+        () = drive => {}
+    }
+}
+
+fn kubeconfig_for(server: &str, file: &str) -> std::path::PathBuf {
+    let path =
+        std::env::temp_dir().join(format!("ksvc-webhook-test-{}-{file}", std::process::id()));
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n\
+         contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: system\nusers:\n- name: fake\n  user: {{}}\n"
+    );
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+fn watch_args(kubeconfig: std::path::PathBuf) -> WatchArgs {
+    WatchArgs {
+        no_watch: false,
+        kubeconfig: Some(kubeconfig),
+        watch_namespace: None,
+        lease_namespace: None,
+        lease_name: "ksvc-webhook-watch".into(),
+        pod_name: Some("pod-1".into()),
+        lease_duration_seconds: 15,
+        api_timeout_seconds: 5,
+        resync_seconds: 300,
+        watch_buffer: 16,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawn_connects_syncs_and_leads() {
+    let fake = FakeApi::start().await;
+    fake.put(
+        "services",
+        ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
+    );
+    let handle = ksvc_webhook::watch::spawn(&watch_args(kubeconfig_for(
+        &format!("http://{}", fake.addr),
+        "ok",
+    )));
+    wait_until("the cache synced", || handle.synced.load(Ordering::Acquire)).await;
+    wait_until("this replica leads", || *handle.leader.borrow()).await;
+    let lease = fake.get("leases", "system", "ksvc-webhook-watch").unwrap();
+    assert_eq!(
+        lease["spec"]["holderIdentity"], "pod-1",
+        "the lease lives in the context's namespace"
+    );
+    assert_eq!(handle.hub.list(&Default::default()).len(), 1);
+    let mut registry = prometheus_client::registry::Registry::default();
+    handle.register_metrics(&mut registry);
+
+    let mut handle = handle;
+    handle.shutdown().await;
+    assert!(
+        !*handle.leader.borrow(),
+        "leadership is dropped on shutdown"
+    );
+    let lease = fake.get("leases", "system", "ksvc-webhook-watch").unwrap();
+    assert!(
+        lease["spec"]["holderIdentity"].is_null(),
+        "the lease is released: {lease}"
+    );
+}
+
+#[tokio::test]
+async fn spawn_returns_at_once_without_a_cluster() {
+    // Nothing listens on port 9 of localhost: the loop keeps retrying in the background.
+    let handle =
+        ksvc_webhook::watch::spawn(&watch_args(kubeconfig_for("http://127.0.0.1:9", "none")));
+    tokio::task::yield_now().await;
+    assert!(!handle.synced.load(Ordering::Acquire));
+    assert!(!*handle.leader.borrow());
+    assert!(handle.task.as_ref().is_some_and(|t| !t.is_finished()));
+    let disabled = ksvc_webhook::watch::spawn(&WatchArgs {
+        no_watch: true,
+        ..watch_args("/nonexistent".into())
+    });
+    assert!(disabled.task.is_none());
+}

@@ -1,0 +1,217 @@
+//! A Kubernetes API server the tests control: plain HTTP on 127.0.0.1, real Kubernetes JSON.
+//!
+//! Lists carry a resourceVersion; watches stream `{"type":"ADDED","object":…}` lines, replay
+//! history after the requested resourceVersion (so a broken watch can resume) and can be cut
+//! with [`FakeApi::disconnect_watches`]; writes check resourceVersion and delete preconditions and
+//! answer 409/404 with `Status` bodies; [`FakeApi::fail_puts`] injects conflicting writers. Every
+//! request is recorded. Only what the watch loop and the `app` CLI use is implemented.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::http::Method;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+
+mod routes;
+
+type Key = (String, String, String); // resource, namespace, name
+
+/// One recorded request.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: Method,
+    pub resource: String,
+    pub name: Option<String>,
+    pub query: HashMap<String, String>,
+    pub body: Value,
+}
+
+#[derive(Debug, Clone)]
+struct Change {
+    rv: u64,
+    resource: String,
+    namespace: String,
+    kind: &'static str,
+    object: Value,
+}
+
+#[derive(Default)]
+struct Inner {
+    objects: BTreeMap<Key, Value>,
+    rv: u64,
+    uid: u64,
+    history: Vec<Change>,
+    requests: Vec<Request>,
+    conflicts: HashMap<String, u32>,
+    failures: HashMap<(Method, String), u32>,
+    /// Watches from before this resourceVersion get 410 Gone (history compacted).
+    compacted: u64,
+    /// Watch requests are refused with 503 while set.
+    watches_blocked: bool,
+}
+
+/// The fake API server.
+#[derive(Clone)]
+pub struct FakeApi {
+    pub addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+    changes: broadcast::Sender<Change>,
+    cut: Arc<watch::Sender<u64>>,
+}
+
+impl FakeApi {
+    /// Start the server on 127.0.0.1, port chosen by the OS.
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (changes, _) = broadcast::channel(4096);
+        let fake = FakeApi {
+            addr: listener.local_addr().unwrap(),
+            inner: Arc::default(),
+            changes,
+            cut: Arc::new(watch::channel(0).0),
+        };
+        let app = Router::new()
+            .fallback(routes::handle)
+            .with_state(fake.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        fake
+    }
+
+    /// A client pointed at this server.
+    pub fn client(&self) -> kube::Client {
+        let uri: axum::http::Uri = format!("http://{}", self.addr).parse().unwrap();
+        let config = kube::Config::new(uri);
+        kube::Client::try_from(config).unwrap()
+    }
+
+    /// Create or replace an object as another controller (Knative, a user) would, keeping the
+    /// stored generation unless the object sets one.
+    pub fn put(&self, resource: &str, mut obj: Value) {
+        let mut inner = self.inner.lock().unwrap();
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let name = obj["metadata"]["name"].as_str().unwrap().to_owned();
+        let key = (resource.to_owned(), ns.clone(), name);
+        let existing = inner.objects.get(&key).cloned();
+        if obj["metadata"]["uid"].is_null() {
+            inner.uid += 1;
+            let uid = existing
+                .as_ref()
+                .map_or(json!(format!("uid-{}", inner.uid)), |e| {
+                    e["metadata"]["uid"].clone()
+                });
+            obj["metadata"]["uid"] = uid;
+        }
+        if obj["metadata"]["generation"].is_null() {
+            obj["metadata"]["generation"] = existing
+                .as_ref()
+                .map_or(json!(1), |e| e["metadata"]["generation"].clone());
+        }
+        let kind = if existing.is_some() {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        self.commit(&mut inner, key, kind, obj);
+    }
+
+    /// Delete an object as another controller would.
+    pub fn remove(&self, resource: &str, ns: &str, name: &str) {
+        let mut inner = self.inner.lock().unwrap();
+        let key = (resource.to_owned(), ns.to_owned(), name.to_owned());
+        if let Some(obj) = inner.objects.get(&key).cloned() {
+            self.commit(&mut inner, key, "DELETED", obj);
+        }
+    }
+
+    fn commit(&self, inner: &mut Inner, key: Key, kind: &'static str, mut obj: Value) -> Value {
+        inner.rv += 1;
+        obj["metadata"]["resourceVersion"] = json!(inner.rv.to_string());
+        if kind == "DELETED" {
+            inner.objects.remove(&key);
+        } else {
+            inner.objects.insert(key.clone(), obj.clone());
+        }
+        let change = Change {
+            rv: inner.rv,
+            resource: key.0,
+            namespace: key.1,
+            kind,
+            object: obj.clone(),
+        };
+        inner.history.push(change.clone());
+        let _ = self.changes.send(change);
+        obj
+    }
+
+    /// The stored object.
+    pub fn get(&self, resource: &str, ns: &str, name: &str) -> Option<Value> {
+        let key = (resource.to_owned(), ns.to_owned(), name.to_owned());
+        self.inner.lock().unwrap().objects.get(&key).cloned()
+    }
+
+    /// Every stored object of a resource.
+    pub fn all(&self, resource: &str) -> Vec<Value> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .objects
+            .iter()
+            .filter(|(k, _)| k.0 == resource)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// The recorded requests.
+    pub fn requests(&self) -> Vec<Request> {
+        self.inner.lock().unwrap().requests.clone()
+    }
+
+    /// The recorded requests with this method on this resource.
+    pub fn requests_to(&self, method: Method, resource: &str) -> Vec<Request> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == method && r.resource == resource)
+            .collect()
+    }
+
+    /// Make the next `n` PUTs on `resource` lose a race: another writer changes the object first
+    /// (annotation `fake/concurrent-writes`), and the PUT gets 409 Conflict.
+    pub fn fail_puts(&self, resource: &str, n: u32) {
+        self.inner
+            .lock()
+            .unwrap()
+            .conflicts
+            .insert(resource.to_owned(), n);
+    }
+
+    /// Make the next `n` requests with `method` on `resource` fail with 500, as an overloaded
+    /// API server would.
+    pub fn fail_requests(&self, method: Method, resource: &str, n: u32) {
+        self.inner
+            .lock()
+            .unwrap()
+            .failures
+            .insert((method, resource.to_owned()), n);
+    }
+
+    /// Refuse (503) new watch requests while `blocked`, as during an API server restart.
+    pub fn block_watches(&self, blocked: bool) {
+        self.inner.lock().unwrap().watches_blocked = blocked;
+    }
+
+    /// Compact the history: a watch resuming from before now gets 410 Gone and must relist.
+    pub fn compact(&self) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.compacted = inner.rv;
+    }
+
+    /// End every open watch stream, as an API server restart or a load balancer would.
+    pub fn disconnect_watches(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
+}

@@ -1,0 +1,335 @@
+//! The fake's HTTP side: path parsing and the list / watch / get / create / replace / delete
+//! handlers, speaking Kubernetes JSON.
+
+use std::collections::HashMap;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::{Change, FakeApi, Request};
+
+pub(super) struct Path {
+    resource: String,
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
+fn parse(uri: &Uri) -> Option<Path> {
+    let parts: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
+    let rest = match *parts.first()? {
+        "api" => parts.get(2..)?,
+        "apis" => parts.get(3..)?,
+        _ => return None,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] => (Some(ns.to_string()), rest),
+        rest => (None, rest),
+    };
+    match rest {
+        [resource] => Some(Path {
+            resource: resource.to_string(),
+            namespace,
+            name: None,
+        }),
+        [resource, name] => Some(Path {
+            resource: resource.to_string(),
+            namespace,
+            name: Some(name.to_string()),
+        }),
+        _ => None,
+    }
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Response {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                      "message": message, "reason": reason, "code": code});
+    (StatusCode::from_u16(code).unwrap(), axum::Json(body)).into_response()
+}
+
+fn matches(obj: &Value, q: &HashMap<String, String>) -> bool {
+    let labels_ok = q.get("labelSelector").is_none_or(|sel| {
+        sel.split(',').filter(|s| !s.is_empty()).all(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            obj["metadata"]["labels"][k].as_str() == Some(v)
+        })
+    });
+    let fields_ok = q.get("fieldSelector").is_none_or(|sel| {
+        sel.split(',')
+            .filter(|s| !s.is_empty())
+            .all(|kv| match kv.split_once('=') {
+                Some(("metadata.name", v)) => obj["metadata"]["name"].as_str() == Some(v),
+                Some(("metadata.namespace", v)) => obj["metadata"]["namespace"].as_str() == Some(v),
+                _ => true,
+            })
+    });
+    labels_ok && fields_ok
+}
+
+pub(super) async fn handle(
+    State(fake): State<FakeApi>,
+    method: Method,
+    uri: Uri,
+    Query(query): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    if uri.path() == "/version" {
+        return axum::Json(json!({"major": "1", "minor": "35", "gitVersion": "v1.35.0-fake"}))
+            .into_response();
+    }
+    let Some(path) = parse(&uri) else {
+        return status(404, "NotFound", "no such path");
+    };
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    // Subscribed before the request is visible to the test, so a disconnect the test makes after
+    // seeing this request always ends this watch.
+    let cut = fake.cut.subscribe();
+    fake.inner.lock().unwrap().requests.push(Request {
+        method: method.clone(),
+        resource: path.resource.clone(),
+        name: path.name.clone(),
+        query: query.clone(),
+        body: body.clone(),
+    });
+    {
+        let mut inner = fake.inner.lock().unwrap();
+        if let Some(n) = inner
+            .failures
+            .get_mut(&(method.clone(), path.resource.clone()))
+            .filter(|n| **n > 0)
+        {
+            *n -= 1;
+            return status(
+                500,
+                "InternalError",
+                "Internal error occurred: injected by the test",
+            );
+        }
+    }
+    match (method, path.name.clone()) {
+        (Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+            watch_stream(&fake, &path, &query, cut)
+        }
+        (Method::GET, None) => list(&fake, &path, &query),
+        (Method::GET, Some(name)) => match fake.get(
+            &path.resource,
+            path.namespace.as_deref().unwrap_or(""),
+            &name,
+        ) {
+            Some(obj) => axum::Json(obj).into_response(),
+            None => status(
+                404,
+                "NotFound",
+                &format!("{} \"{name}\" not found", path.resource),
+            ),
+        },
+        (Method::POST, None) => create(&fake, &path, body),
+        (Method::PUT, Some(name)) => replace(&fake, &path, &name, body),
+        (Method::DELETE, Some(name)) => delete(&fake, &path, &name, &body),
+        _ => status(405, "MethodNotAllowed", "not implemented by the fake"),
+    }
+}
+
+fn list(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
+    let inner = fake.inner.lock().unwrap();
+    let items: Vec<Value> = inner
+        .objects
+        .iter()
+        .filter(|(k, v)| {
+            k.0 == path.resource
+                && path.namespace.as_ref().is_none_or(|ns| &k.1 == ns)
+                && matches(v, q)
+        })
+        .map(|(_, v)| v.clone())
+        .collect();
+    axum::Json(json!({"apiVersion": "v1", "kind": "List",
+                      "metadata": {"resourceVersion": inner.rv.to_string()}, "items": items}))
+    .into_response()
+}
+
+fn watch_stream(
+    fake: &FakeApi,
+    path: &Path,
+    q: &HashMap<String, String>,
+    cut: watch::Receiver<u64>,
+) -> Response {
+    let since: u64 = q
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let inner = fake.inner.lock().unwrap();
+    if inner.watches_blocked {
+        return status(503, "ServiceUnavailable", "the API server is restarting");
+    }
+    if since != 0 && since < inner.compacted {
+        let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": format!("too old resource version: {since} ({})", inner.compacted),
+            "reason": "Expired", "code": 410}});
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(format!("{gone}\n")))
+            .unwrap();
+    }
+    let (resource, ns, q) = (path.resource.clone(), path.namespace.clone(), q.clone());
+    let wanted = move |c: &Change| {
+        c.resource == resource
+            && ns.as_ref().is_none_or(|n| &c.namespace == n)
+            && matches(&c.object, &q)
+    };
+    let replay: Vec<Change> = inner
+        .history
+        .iter()
+        .filter(|c| c.rv > since && wanted(c))
+        .cloned()
+        .collect();
+    let live = fake.changes.subscribe();
+    drop(inner);
+    let line =
+        |c: &Change| Bytes::from(format!("{}\n", json!({"type": c.kind, "object": c.object})));
+    let replayed = futures::stream::iter(
+        replay
+            .iter()
+            .map(line)
+            .map(Ok::<_, std::io::Error>)
+            .collect::<Vec<_>>(),
+    );
+    let live = futures::stream::unfold(
+        (live, cut, wanted),
+        move |(mut live, mut cut, wanted)| async move {
+            loop {
+                tokio::select! {
+                    // A cut wins over pending events: they must come from the next watch.
+                    biased;
+                    _ = cut.changed() => return None,
+                    got = live.recv() => match got {
+                        Ok(c) if wanted(&c) => return Some((Ok(line(&c)), (live, cut, wanted))),
+                        Ok(_) => continue,
+                        Err(_) => return None,
+                    },
+                }
+            }
+        },
+    );
+    use futures::StreamExt;
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(Body::from_stream(replayed.chain(live)))
+        .unwrap()
+}
+
+fn create(fake: &FakeApi, path: &Path, mut obj: Value) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let ns = path.namespace.clone().unwrap_or_default();
+    let name = match obj["metadata"]["name"].as_str() {
+        Some(n) => n.to_owned(),
+        None => format!(
+            "{}{}",
+            obj["metadata"]["generateName"].as_str().unwrap_or("obj-"),
+            inner.rv + 1
+        ),
+    };
+    let key = (path.resource.clone(), ns.clone(), name.clone());
+    if inner.objects.contains_key(&key) {
+        return status(
+            409,
+            "AlreadyExists",
+            &format!("{} \"{name}\" already exists", path.resource),
+        );
+    }
+    inner.uid += 1;
+    obj["metadata"]["name"] = json!(name);
+    obj["metadata"]["namespace"] = json!(ns);
+    obj["metadata"]["uid"] = json!(format!("uid-{}", inner.uid));
+    obj["metadata"]["generation"] = json!(1);
+    let stored = fake.commit(&mut inner, key, "ADDED", obj);
+    (StatusCode::CREATED, axum::Json(stored)).into_response()
+}
+
+fn replace(fake: &FakeApi, path: &Path, name: &str, mut obj: Value) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let key = (
+        path.resource.clone(),
+        path.namespace.clone().unwrap_or_default(),
+        name.to_owned(),
+    );
+    let Some(stored) = inner.objects.get(&key).cloned() else {
+        return status(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", path.resource),
+        );
+    };
+    let conflict = format!(
+        "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+        path.resource
+    );
+    let race = match inner.conflicts.get_mut(&path.resource) {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            true
+        }
+        _ => false,
+    };
+    if race {
+        let mut raced = stored.clone();
+        let writes = raced["metadata"]["annotations"]["fake/concurrent-writes"]
+            .as_str()
+            .unwrap_or("0")
+            .parse::<u32>()
+            .unwrap()
+            + 1;
+        raced["metadata"]["annotations"]["fake/concurrent-writes"] = json!(writes.to_string());
+        fake.commit(&mut inner, key, "MODIFIED", raced);
+        return status(409, "Conflict", &conflict);
+    }
+    if obj["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"] {
+        return status(409, "Conflict", &conflict);
+    }
+    let generation = stored["metadata"]["generation"].as_i64().unwrap_or(1);
+    let bump = i64::from(obj.get("spec") != stored.get("spec"));
+    obj["metadata"]["generation"] = json!(generation + bump);
+    obj["metadata"]["uid"] = stored["metadata"]["uid"].clone();
+    if let Some(status) = stored.get("status") {
+        // The status subresource: a PUT of the main resource does not change it.
+        obj["status"] = status.clone();
+    }
+    let stored = fake.commit(&mut inner, key, "MODIFIED", obj);
+    axum::Json(stored).into_response()
+}
+
+fn delete(fake: &FakeApi, path: &Path, name: &str, options: &Value) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let key = (
+        path.resource.clone(),
+        path.namespace.clone().unwrap_or_default(),
+        name.to_owned(),
+    );
+    let Some(stored) = inner.objects.get(&key).cloned() else {
+        return status(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", path.resource),
+        );
+    };
+    let pre = &options["preconditions"];
+    for (field, have) in [
+        ("uid", &stored["metadata"]["uid"]),
+        ("resourceVersion", &stored["metadata"]["resourceVersion"]),
+    ] {
+        if !pre[field].is_null() && &pre[field] != have {
+            return status(
+                409,
+                "Conflict",
+                &format!(
+                    "Precondition failed: {field} in precondition: {}, {field} in object meta: {have}",
+                    pre[field]
+                ),
+            );
+        }
+    }
+    let gone = fake.commit(&mut inner, key, "DELETED", stored);
+    axum::Json(gone).into_response()
+}

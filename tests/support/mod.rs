@@ -1,0 +1,166 @@
+//! Shared test support: the fake API server, Knative object builders, and a loop harness.
+// Test-only code: a failed setup step should panic loudly.
+#![allow(dead_code, clippy::unwrap_used)]
+
+pub mod fake_api;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ksvc_webhook::watch::controller::{self, LoopOptions, Shared};
+use ksvc_webhook::watch::hub::{AppKey, AppRecord, Hub};
+use ksvc_webhook::watch::kapi::Backoff;
+use ksvc_webhook::watch::metrics::Metrics;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+pub use fake_api::FakeApi;
+
+/// Wait (polling, up to a generous liveness bound) until `cond` holds; panics with `what`.
+pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..2000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+/// A managed KService, as Knative reports it.
+pub fn ksvc(
+    name: &str,
+    stopped: bool,
+    stop_edits: bool,
+    generation: i64,
+    traffic: &[&str],
+    latest: &str,
+) -> Value {
+    let mut labels =
+        json!({"flyte.org/project": "proj", "flyte.org/domain": "dev", "flyte.org/app-name": name});
+    let mut template_annotations = json!({});
+    if stopped {
+        labels["flyte.org/app-stopped"] = json!("true");
+    }
+    if stop_edits {
+        labels["networking.knative.dev/visibility"] = json!("cluster-local");
+        template_annotations["autoscaling.knative.dev/min-scale"] = json!("0");
+    }
+    let traffic: Vec<Value> = traffic
+        .iter()
+        .map(|r| json!({"revisionName": r, "percent": 100 / traffic.len(), "latestRevision": *r == latest}))
+        .collect();
+    json!({
+        "apiVersion": "serving.knative.dev/v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": "apps", "generation": generation, "labels": labels,
+                     "annotations": {"flyte.org/app-managed": "true", "user/keep": "me"}},
+        "spec": {"template": {"metadata": {"annotations": template_annotations},
+                              "spec": {"containers": [{"image": "registry.example/app:1"}]}}},
+        "status": {
+            "observedGeneration": generation,
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-29T00:00:00Z"}],
+            "latestCreatedRevisionName": latest, "latestReadyRevisionName": latest,
+            "url": format!("http://{name}.apps.svc.cluster.local"), "traffic": traffic
+        }
+    })
+}
+
+/// A revision of `service` with `replicas` pods.
+pub fn revision(service: &str, name: &str, replicas: i32, no_gc: bool) -> Value {
+    let annotations = if no_gc {
+        json!({"serving.knative.dev/no-gc": "true"})
+    } else {
+        json!({})
+    };
+    json!({
+        "apiVersion": "serving.knative.dev/v1", "kind": "Revision",
+        "metadata": {"name": name, "namespace": "apps", "annotations": annotations,
+                     "labels": {"serving.knative.dev/service": service}},
+        "status": {"actualReplicas": replicas,
+                   "conditions": [{"type": "Ready", "status": "True"},
+                                  {"type": "Active", "status": if replicas > 0 { "True" } else { "False" },
+                                   "reason": if replicas > 0 { "" } else { "NoTraffic" }}]}
+    })
+}
+
+/// One replica of the loop against the fake, with leadership driven by the test (or an elector).
+pub struct Replica {
+    pub hub: Arc<Hub>,
+    pub synced: Arc<AtomicBool>,
+    pub leader_tx: Option<watch::Sender<bool>>,
+    pub leader: watch::Receiver<bool>,
+    pub metrics: Metrics,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+impl Replica {
+    /// A replica whose leadership the test sets.
+    pub fn start(fake: &FakeApi, identity: &str, leading: bool) -> Self {
+        let (tx, rx) = watch::channel(leading);
+        let mut r = Self::start_with(fake, identity, rx);
+        r.leader_tx = Some(tx);
+        r
+    }
+
+    /// A replica following the given leadership channel.
+    pub fn start_with(fake: &FakeApi, identity: &str, leader: watch::Receiver<bool>) -> Self {
+        let hub = Hub::new();
+        let synced = Arc::new(AtomicBool::new(false));
+        let metrics = Metrics::default();
+        let shared = Shared {
+            hub: hub.clone(),
+            synced: synced.clone(),
+            leader: leader.clone(),
+            metrics: metrics.clone(),
+        };
+        let opts = LoopOptions {
+            namespace: None,
+            api_timeout: Duration::from_secs(5),
+            backoff: Backoff {
+                min: Duration::from_millis(5),
+                max: Duration::from_millis(50),
+                factor: 2,
+                attempts: 6,
+            },
+            resync_every: Duration::from_secs(3600),
+            identity: identity.to_owned(),
+        };
+        let task = tokio::spawn(controller::run(fake.client(), opts, shared));
+        Self {
+            hub,
+            synced,
+            leader_tx: None,
+            leader,
+            metrics,
+            task,
+        }
+    }
+
+    pub async fn wait_synced(&self) {
+        wait_until("the cache synced", || self.synced.load(Ordering::Acquire)).await;
+    }
+
+    pub fn app(&self, name: &str) -> Option<AppRecord> {
+        self.hub.get(&AppKey {
+            namespace: "apps".into(),
+            name: name.into(),
+        })
+    }
+
+    /// Wait until every change made before this call has been reconciled: reconciles run one at a
+    /// time, so once a fresh marker app shows up, everything queued before it is done.
+    pub async fn settle(&self, fake: &FakeApi, marker: &str) {
+        fake.put("services", ksvc(marker, false, false, 1, &[], ""));
+        wait_until(&format!("marker {marker} is reconciled"), || {
+            self.app(marker).is_some()
+        })
+        .await;
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
