@@ -104,9 +104,12 @@ ok = int(codes.get("200", 0))
 total = sum(int(v) for v in codes.values())
 errors = sum(int(v) for v in r.get("errorDistribution", {}).values())
 cpu_us = int(ticks) / int(hz) * 1e6 / max(total, 1)
+# How busy the server's core was: below ~90 % the load generator (or a neighbour) was the limit;
+# 1e6 / cpu_us is then what the server alone could answer on its core.
+busy = s['requestsPerSec'] * cpu_us / 1e4
 print(f"{label:<10} {fixture:>5} c={conc:<3} {s['requestsPerSec']:>9.0f} req/s  "
       f"p50 {p['p50']*1e3:7.3f} ms  p99 {p['p99']*1e3:7.3f} ms  "
-      f"cpu/req {cpu_us:6.1f} us  ok {ok}/{total} err {errors}  {mem}")
+      f"cpu/req {cpu_us:6.1f} us  server busy {busy:3.0f} %  ok {ok}/{total} err {errors}  {mem}")
 PY
 }
 
