@@ -1,7 +1,8 @@
 //! Readiness: named gates that must all be open, and the shutdown flag that closes them all.
 //!
 //! A component that must be ready before the webhook takes traffic (the watch loop's cache,
-//! say) asks for a gate with [`Readiness::gate`] and stores `true` into it when ready. The
+//! say) asks for a gate with [`Readiness::gate`] (or hands over its own flag with
+//! [`Readiness::register`]) and stores `true` into it when ready. The
 //! server holds the `certificates` gate itself. Once shutdown begins `/readyz` fails for good.
 //! Owns no I/O.
 
@@ -44,6 +45,20 @@ impl Readiness {
         let gate = Arc::new(AtomicBool::new(false));
         gates.push((name.to_string(), gate.clone()));
         gate
+    }
+
+    /// Register a flag its owner already holds (e.g. the watch loop's `synced`) as gate `name`;
+    /// replaces a gate of the same name.
+    pub fn register(&self, name: &str, flag: Arc<AtomicBool>) {
+        let mut gates = self
+            .inner
+            .gates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match gates.iter_mut().find(|(n, _)| n == name) {
+            Some((_, gate)) => *gate = flag,
+            None => gates.push((name.to_string(), flag)),
+        }
     }
 
     /// Fail readiness from now on (shutdown has begun).
@@ -95,6 +110,11 @@ mod tests {
         certs.store(true, Ordering::SeqCst);
         assert!(Arc::ptr_eq(&cache, &readiness.gate("cache")));
         cache.store(true, Ordering::SeqCst);
+        assert_eq!(readiness.status(), Status::Ready);
+        let synced = Arc::new(AtomicBool::new(false));
+        readiness.register("watch", synced.clone());
+        assert_eq!(readiness.status(), Status::Waiting(vec!["watch".into()]));
+        synced.store(true, Ordering::SeqCst);
         assert_eq!(readiness.status(), Status::Ready);
         readiness.clone().begin_shutdown();
         assert_eq!(readiness.status(), Status::ShuttingDown);
