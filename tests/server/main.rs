@@ -4,6 +4,8 @@
 
 // `cfg(test)` marks these as test code for clippy's `allow-unwrap-in-tests`.
 #[cfg(test)]
+mod cli;
+#[cfg(test)]
 mod harness;
 #[cfg(test)]
 mod lifecycle;
