@@ -2,8 +2,11 @@
 //!
 //! Every flag has a `KSVC_WEBHOOK_…` env var and a doc comment that `--help` shows.
 
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -36,6 +39,10 @@ pub enum Command {
     Sha(InputArgs),
     /// Stop, start, inspect or update an app's KService in the current kubeconfig's cluster.
     App(AppArgs),
+    /// Serve admission reviews over HTTPS (plus health and metrics).
+    Serve(ServeArgs),
+    /// Generate a CA and a serving certificate for the webhook Service.
+    Certs(CertsArgs),
 }
 
 /// Cluster settings the admission decision depends on.
@@ -152,6 +159,108 @@ pub struct NameArgs {
     /// The app's name.
     #[arg(long)]
     pub name: String,
+}
+
+/// Arguments of `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address of the HTTPS admission listener.
+    #[arg(long, env = "KSVC_WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// PEM certificate chain of the serving certificate.
+    #[arg(long, env = "KSVC_WEBHOOK_TLS_CERT", default_value = "certs/tls.crt")]
+    pub tls_cert: PathBuf,
+    /// PEM (PKCS#8, SEC1 or PKCS#1) private key of the serving certificate.
+    #[arg(long, env = "KSVC_WEBHOOK_TLS_KEY", default_value = "certs/tls.key")]
+    pub tls_key: PathBuf,
+    /// Directory holding `tls.crt` and `tls.key` (a mounted `kubernetes.io/tls` Secret);
+    /// overrides `--tls-cert` and `--tls-key`.
+    #[arg(long, env = "KSVC_WEBHOOK_TLS_DIR")]
+    pub tls_dir: Option<PathBuf>,
+    /// How often the certificate files are re-read; a changed valid pair replaces the old one.
+    #[arg(long, env = "KSVC_WEBHOOK_CERT_RELOAD_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    pub cert_reload_interval: Duration,
+    /// Offer HTTP/2 through ALPN (off: kube-apiserver talks HTTP/1.1 to webhooks).
+    #[arg(long, env = "KSVC_WEBHOOK_HTTP2")]
+    pub http2: bool,
+    /// Plain-HTTP address serving only /healthz, /readyz and /metrics (off when unset).
+    #[arg(long, env = "KSVC_WEBHOOK_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// A client that has not finished its TLS handshake or request headers by then is cut off.
+    #[arg(long, env = "KSVC_WEBHOOK_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// After SIGTERM: how long to keep answering (readiness already failing) before draining.
+    #[arg(long, env = "KSVC_WEBHOOK_DRAIN_PERIOD", default_value = "5s", value_parser = parse_duration)]
+    pub drain_period: Duration,
+    /// Tokio worker threads (default: the CPUs this process may run on; 1 runs the
+    /// current-thread scheduler).
+    #[arg(long, env = "KSVC_WEBHOOK_WORKERS")]
+    pub workers: Option<NonZeroUsize>,
+    /// Log line format.
+    #[arg(long, env = "KSVC_WEBHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable text.
+    Plain,
+}
+
+/// Arguments of `certs`.
+#[derive(Debug, Clone, Args)]
+pub struct CertsArgs {
+    /// Name of the webhook's Kubernetes Service.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SERVICE_NAME",
+        default_value = "ksvc-webhook"
+    )]
+    pub service: String,
+    /// Namespace of the webhook's Kubernetes Service.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SERVICE_NAMESPACE",
+        default_value = "ksvc-system"
+    )]
+    pub namespace: String,
+    /// Directory that receives ca.crt, tls.crt and tls.key.
+    #[arg(long, env = "KSVC_WEBHOOK_CERTS_OUT", default_value = "certs")]
+    pub out: PathBuf,
+    /// Validity of the serving certificate in days (the CA gets ten times as long).
+    #[arg(long, env = "KSVC_WEBHOOK_CERT_DAYS", default_value_t = 365)]
+    pub days: u32,
+}
+
+/// Parse a duration such as `500ms`, `10s`, `2m` or `1h` (a bare number means seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration; write e.g. 500ms, 10s, 2m or 1h"))?;
+    let millis = match unit.trim() {
+        "ms" => Some(value),
+        "" | "s" => value.checked_mul(1_000),
+        "m" => value.checked_mul(60_000),
+        "h" => value.checked_mul(3_600_000),
+        other => {
+            return Err(format!(
+                "unknown duration unit `{other}`; use ms, s, m or h"
+            ));
+        }
+    };
+    millis
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("duration `{text}` is too large"))
 }
 
 /// Self-managed certificates (`src/certmgr`): flattened into `serve`.
@@ -324,6 +433,35 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_parse() {
+        let cases = [
+            ("500ms", Ok(Duration::from_millis(500))),
+            ("10s", Ok(Duration::from_secs(10))),
+            ("7", Ok(Duration::from_secs(7))),
+            ("2m", Ok(Duration::from_secs(120))),
+            ("1h", Ok(Duration::from_secs(3600))),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_duration(text), want, "{text}");
+        }
+        for bad in ["", "s", "10x", "-1s", "99999999999999999999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn serve_defaults() {
+        let cli = Cli::try_parse_from(["ksvc-webhook", "serve"]).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(args.listen.to_string(), "0.0.0.0:8443");
+        assert_eq!(args.drain_period, Duration::from_secs(5));
+        assert!(!args.http2);
+        assert!(args.policy.policy().is_ok());
     }
 
     #[test]

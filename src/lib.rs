@@ -3,7 +3,8 @@
 //! Data flows one way: bytes → decoded AdmissionReview → pure decision → JSON Patch → response.
 //! The pure core ([`naming`], [`spec_sha`], [`validate`], [`sidecars`], [`mutate`],
 //! [`admission`]) does no I/O and reads no clock (but for `sidecars::load`, which reads the
-//! catalogue file); the shells ([`cli`], `server`, `watch`) own sockets, files and the cluster.
+//! catalogue file); the shells ([`cli`], [`server`], [`watch`], [`certmgr`]) own sockets, files
+//! and the cluster.
 
 pub mod admission;
 pub mod certmgr;
@@ -17,6 +18,7 @@ pub mod mutate;
 pub mod naming;
 pub mod pki;
 pub mod rbac;
+pub mod server;
 pub mod sidecars;
 pub mod spec_sha;
 pub mod stop;

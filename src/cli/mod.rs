@@ -1,7 +1,10 @@
 //! The subcommands: thin shells over the pure core.
 
 pub mod app;
+pub mod certs;
+mod logs;
 mod offline;
+pub mod serve;
 
 use crate::config::{Cli, Command};
 
@@ -14,5 +17,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Name(args) => offline::name(&args),
         Command::Sha(args) => offline::sha(&args),
         Command::App(args) => app::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Certs(args) => certs::run(args),
     }
 }

@@ -1,0 +1,90 @@
+//! `certs`: write a CA and a serving certificate for the webhook Service, print the caBundle.
+//!
+//! Thin: the certificates come from [`crate::pki`]; this only writes files (the key readable by
+//! its owner alone) and prints.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use base64::Engine;
+use time::{Duration, OffsetDateTime};
+
+use crate::config::CertsArgs;
+use crate::pki;
+
+/// Generate `ca.crt`, `tls.crt` and `tls.key` into `args.out` and print the base64 caBundle.
+pub fn run(args: CertsArgs) -> anyhow::Result<()> {
+    let bundle = write(&args, OffsetDateTime::now_utc())?;
+    println!("{bundle}");
+    Ok(())
+}
+
+/// Write the three files; returns the base64 caBundle.
+pub fn write(args: &CertsArgs, now: OffsetDateTime) -> anyhow::Result<String> {
+    let days = i64::from(args.days);
+    let ca = pki::issue_ca(
+        &format!("{}-ca", args.service),
+        now,
+        Duration::days(days * 10),
+    )?;
+    let sans = pki::service_sans(&args.service, &args.namespace);
+    let leaf = pki::issue_serving(&ca, &sans, now, Duration::days(days))?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    write_file(&args.out.join("ca.crt"), &ca.cert_pem, 0o644)?;
+    write_file(&args.out.join("tls.crt"), &leaf.cert_pem, 0o644)?;
+    write_file(&args.out.join("tls.key"), &leaf.key_pem, 0o600)?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(ca.cert_pem))
+}
+
+fn write_file(path: &Path, content: &str, mode: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    // `mode` only applies to new files; an existing key file is tightened too.
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+    file.write_all(content.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn writes_a_secret_shaped_directory_and_returns_the_bundle() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = CertsArgs {
+            service: "hook".into(),
+            namespace: "sys".into(),
+            out: dir.path().join("certs"),
+            days: 30,
+        };
+        let now = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let bundle = write(&args, now).unwrap();
+        let ca = std::fs::read_to_string(args.out.join("ca.crt")).unwrap();
+        let leaf = std::fs::read_to_string(args.out.join("tls.crt")).unwrap();
+        let key = args.out.join("tls.key");
+        assert!(
+            std::fs::read_to_string(&key)
+                .unwrap()
+                .contains("PRIVATE KEY")
+        );
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(bundle)
+            .unwrap();
+        assert_eq!(decoded, ca.as_bytes());
+        assert_eq!(pki::not_after(&leaf).unwrap(), now + Duration::days(30));
+        assert_eq!(pki::not_after(&ca).unwrap(), now + Duration::days(300));
+    }
+}

@@ -1,0 +1,192 @@
+//! Log output for `serve`: tracing lines go to stdout in batches written by a background thread.
+//!
+//! The server logs one line per admission decision. Written directly, each line is a `write`
+//! syscall on the request path (and a wake-up of the container runtime reading the pipe); here a
+//! request only appends its formatted line to a buffer, and a thread writes whatever has
+//! accumulated every [`FLUSH_EVERY`]. The buffer is bounded: past [`MAX_BUFFERED`] bytes lines
+//! are dropped and the count is logged, rather than growing memory when stdout stalls. Dropping
+//! the [`Guard`] writes what is left. Never formats or filters: tracing-subscriber does that.
+
+use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tracing_subscriber::fmt::MakeWriter;
+
+use crate::config::LogFormat;
+
+/// How long a line may wait in the buffer.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
+/// Buffered bytes beyond which new lines are dropped (and counted).
+pub const MAX_BUFFERED: usize = 4 << 20;
+
+#[derive(Debug, Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    dropped: u64,
+    closed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    pending: Mutex<Pending>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The `MakeWriter` handed to tracing-subscriber; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Batched {
+    shared: Arc<Shared>,
+}
+
+/// Writes the remaining lines and stops the writer thread when dropped.
+#[derive(Debug)]
+pub struct Guard {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A writer for `out` (stdout in production) and the guard that flushes it at the end.
+pub fn batched<W: Write + Send + 'static>(out: W) -> (Batched, Guard) {
+    let shared = Arc::new(Shared::default());
+    let worker = shared.clone();
+    let thread = std::thread::Builder::new()
+        .name("log-writer".into())
+        .spawn(move || write_loop(&worker, out))
+        .ok();
+    let writer = Batched {
+        shared: shared.clone(),
+    };
+    (writer, Guard { shared, thread })
+}
+
+fn write_loop<W: Write>(shared: &Shared, mut out: W) {
+    let mut batch = Vec::new();
+    loop {
+        let (dropped, closed) = {
+            let pending = shared.lock();
+            let (mut pending, _) = shared
+                .wake
+                .wait_timeout_while(pending, FLUSH_EVERY, |p| !p.closed)
+                .unwrap_or_else(PoisonError::into_inner);
+            std::mem::swap(&mut pending.bytes, &mut batch);
+            (std::mem::take(&mut pending.dropped), pending.closed)
+        };
+        if dropped > 0 {
+            let _ = writeln!(out, "log buffer full: {dropped} log lines dropped");
+        }
+        // A failing stdout cannot be reported anywhere; the lines are lost.
+        let _ = out.write_all(&batch).and_then(|()| out.flush());
+        batch.clear();
+        if closed {
+            return;
+        }
+    }
+}
+
+impl Write for Batched {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut pending = self.shared.lock();
+        match pending.bytes.len() + buf.len() > MAX_BUFFERED {
+            true => pending.dropped += 1,
+            false => pending.bytes.extend_from_slice(buf),
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Batched {
+    type Writer = Batched;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.wake.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Install the global subscriber (`RUST_LOG` filter, default `info`) writing through a batched
+/// stdout; keep the guard alive until the end of `serve`.
+pub fn init(format: LogFormat) -> Guard {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let (writer, guard) = batched(std::io::stdout());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(writer);
+    // A second init (tests calling `run` twice) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Plain => builder.try_init(),
+    };
+    guard
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `Write` whose bytes the test can read afterwards.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_line_is_written_in_order_by_the_time_the_guard_drops() {
+        let sink = Sink::default();
+        let (writer, guard) = batched(sink.clone());
+        for i in 0..1000 {
+            writer
+                .make_writer()
+                .write_all(format!("line {i}\n").as_bytes())
+                .unwrap();
+        }
+        drop(guard);
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let want: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+        assert_eq!(text, want);
+    }
+
+    #[test]
+    fn a_full_buffer_drops_and_counts_lines() {
+        let shared = Arc::new(Shared::default());
+        let mut writer = Batched {
+            shared: shared.clone(),
+        };
+        let line = vec![b'x'; MAX_BUFFERED / 2 + 1];
+        writer.write_all(&line).unwrap();
+        writer.write_all(&line).unwrap();
+        let pending = shared.lock();
+        assert_eq!((pending.bytes.len(), pending.dropped), (line.len(), 1));
+    }
+}

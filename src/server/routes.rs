@@ -1,0 +1,201 @@
+//! The HTTP routes: `POST /mutate` over the admission core, and the probes and metrics.
+//!
+//! Translates HTTP to and from [`crate::admission::review`], which stays a black box here: a body
+//! that is not JSON-typed gets 415, one over [`BODY_LIMIT`] 413, one the core cannot decode 400
+//! with a JSON error, and a decoded review 200 with the decision inside. Never answers 500 and
+//! never logs the object.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use super::metrics::{Exposition, Metrics, Outcome};
+use super::readiness::{Readiness, Status};
+use crate::admission::{self, Policy};
+
+/// The largest request body accepted: an UPDATE review carries two objects of up to 3 MiB each.
+pub const BODY_LIMIT: usize = 7 * 1024 * 1024;
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub policy: Arc<ArcSwap<Policy>>,
+    pub metrics: Metrics,
+    pub readiness: Readiness,
+    pub exposition: Exposition,
+}
+
+/// Shared by reference: axum clones the state for every request.
+type Shared = Arc<AppState>;
+
+/// The TLS router: admission, probes, metrics and the `extra` routes.
+pub fn admission_router(state: AppState, extra: Router) -> Router {
+    let state = Arc::new(state);
+    Router::new()
+        .route("/mutate", post(mutate))
+        .with_state(state.clone())
+        .merge(probe_router(state, extra))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+}
+
+/// The plain-HTTP router: probes, metrics and the `extra` routes, no admission.
+pub fn probe_router(state: impl Into<Shared>, extra: Router) -> Router {
+    let state: Shared = state.into();
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+        .merge(extra)
+}
+
+async fn mutate(State(state): State<Shared>, request: Request) -> Response {
+    let started = Instant::now();
+    if !is_json(request.headers().get(header::CONTENT_TYPE)) {
+        state
+            .metrics
+            .observe("", Outcome::WrongType, seconds(started));
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        );
+    }
+    let body = match read_body(request.into_body()).await {
+        Ok(body) => body,
+        Err((status, outcome, message)) => {
+            state.metrics.observe("", outcome, seconds(started));
+            return error(status, message);
+        }
+    };
+    decide(&state, &body, started)
+}
+
+/// Run the core on `body` and answer; a panic in the core is a bug, answered 400, not 500.
+fn decide(state: &AppState, body: &[u8], started: Instant) -> Response {
+    let policy = state.policy.load();
+    let decided = std::panic::catch_unwind(AssertUnwindSafe(|| admission::review(body, &policy)));
+    let elapsed = seconds(started);
+    match decided {
+        Ok(Ok(reviewed)) => {
+            let s = &reviewed.summary;
+            let outcome = match s.allowed {
+                true => Outcome::Allowed,
+                false => Outcome::Denied,
+            };
+            state.metrics.observe(&s.operation, outcome, elapsed);
+            state.metrics.rejected(&s.rejected_rules);
+            tracing::info!(
+                uid = %s.uid, operation = %s.operation, namespace = %s.namespace, name = %s.name,
+                dry_run = s.dry_run, allowed = s.allowed, patch_ops = s.patch_ops,
+                rejected_rules = ?s.rejected_rules, duration_us = (elapsed * 1e6) as u64,
+                "admission decision"
+            );
+            let json = HeaderValue::from_static("application/json");
+            ([(header::CONTENT_TYPE, json)], reviewed.body).into_response()
+        }
+        Ok(Err(err)) => {
+            state.metrics.observe("", Outcome::Invalid, elapsed);
+            tracing::warn!(error = %err, "undecodable admission request");
+            error(StatusCode::BAD_REQUEST, &err.to_string())
+        }
+        Err(_) => {
+            state.metrics.observe("", Outcome::Failed, elapsed);
+            tracing::error!("admission decision panicked");
+            error(
+                StatusCode::BAD_REQUEST,
+                "the webhook failed to decide on this review (a bug in ksvc-webhook)",
+            )
+        }
+    }
+}
+
+type BodyError = (StatusCode, Outcome, &'static str);
+
+/// Buffer the body up to [`BODY_LIMIT`]; one chunk (the usual case) is not copied.
+async fn read_body(body: Body) -> Result<Bytes, BodyError> {
+    match Limited::new(body, BODY_LIMIT).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Outcome::TooLarge,
+            "request body is over the 7 MiB limit",
+        )),
+        Err(_) => Err((
+            StatusCode::BAD_REQUEST,
+            Outcome::Invalid,
+            "cannot read the request body",
+        )),
+    }
+}
+
+/// Whether a Content-Type is `application/json`, parameters such as `charset` allowed.
+fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    let Some(value) = content_type.and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or_default().trim();
+    essence.eq_ignore_ascii_case("application/json")
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+fn seconds(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64()
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<Shared>) -> (StatusCode, String) {
+    match state.readiness.status() {
+        Status::Ready => (StatusCode::OK, "ok\n".into()),
+        Status::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into()),
+        Status::Waiting(gates) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("waiting for: {}\n", gates.join(", ")),
+        ),
+    }
+}
+
+async fn metrics(State(state): State<Shared>) -> Response {
+    match state.exposition.encode() {
+        Ok(text) => ([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response(),
+        Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_types() {
+        let cases = [
+            (Some("application/json"), true),
+            (Some("application/json; charset=utf-8"), true),
+            (Some("Application/JSON ;charset=UTF-8"), true),
+            (Some("text/plain"), false),
+            (Some("application/json-patch+json"), false),
+            (Some("application/jsonx"), false),
+            (None, false),
+        ];
+        for (value, want) in cases {
+            let header = value.map(HeaderValue::from_static);
+            assert_eq!(is_json(header.as_ref()), want, "{value:?}");
+        }
+    }
+}

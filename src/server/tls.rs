@@ -1,0 +1,303 @@
+//! TLS for the admission listener: load a PEM pair, serve it through a swappable rustls resolver,
+//! and reload it when the files change.
+//!
+//! Kubernetes updates a mounted Secret by swapping a `..data` symlink, so inotify on the files is
+//! not reliable; instead a task re-reads both files every `reload_interval` (the files are small)
+//! and compares their content with what was last seen. A changed pair that does not load is
+//! logged and counted, and the pair already serving stays. Never blocks a handshake on file I/O.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+use super::metrics::Metrics;
+
+/// Errors while loading a certificate pair or building the TLS configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} holds no PEM certificate")]
+    NoCertificate { path: PathBuf },
+    #[error("{path} holds no PEM private key")]
+    NoKey { path: PathBuf },
+    #[error("{path} is not valid PEM")]
+    Pem {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the key does not fit the certificate or is unsupported")]
+    Key(#[source] rustls::Error),
+    #[error("cannot read the certificate's expiry")]
+    Expiry(#[source] crate::pki::Error),
+    #[error("invalid TLS settings")]
+    Config(#[source] rustls::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Where the serving certificate and its key are read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertPaths {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl CertPaths {
+    /// The `tls.crt` / `tls.key` pair of a mounted `kubernetes.io/tls` Secret directory.
+    pub fn in_dir(dir: &Path) -> Self {
+        Self {
+            cert: dir.join("tls.crt"),
+            key: dir.join("tls.key"),
+        }
+    }
+}
+
+/// The raw bytes of a pair as last read, to notice a change without parsing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Raw {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+}
+
+/// A parsed pair ready to serve, with its expiry (unix seconds) for the metric.
+#[derive(Debug)]
+struct Loaded {
+    key: Arc<CertifiedKey>,
+    not_after: i64,
+}
+
+/// The rustls resolver: hands every handshake the pair currently loaded.
+#[derive(Debug)]
+pub struct Resolver {
+    current: ArcSwap<CertifiedKey>,
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.load_full())
+    }
+}
+
+/// The loaded certificates and the means to reload them.
+#[derive(Debug, Clone)]
+pub struct Certificates {
+    paths: CertPaths,
+    provider: Arc<CryptoProvider>,
+    resolver: Arc<Resolver>,
+    metrics: Metrics,
+}
+
+impl Certificates {
+    /// Load the pair at `paths` once; fails if it does not load (the server cannot start).
+    pub async fn load(paths: CertPaths, metrics: Metrics) -> Result<(Self, Reloader)> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let raw = read_raw(&paths).await?;
+        let loaded = parse(&raw, &paths, &provider)?;
+        metrics.cert_loaded(loaded.not_after);
+        let resolver = Arc::new(Resolver {
+            current: ArcSwap::new(loaded.key),
+        });
+        let certs = Self {
+            paths,
+            provider,
+            resolver,
+            metrics,
+        };
+        let reloader = Reloader {
+            certs: certs.clone(),
+            last_seen: raw,
+        };
+        Ok((certs, reloader))
+    }
+
+    /// A rustls server configuration: TLS 1.3 and 1.2, ALPN `http/1.1` (and `h2` if `http2`).
+    pub fn server_config(&self, http2: bool) -> Result<Arc<ServerConfig>> {
+        let mut config = ServerConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(Error::Config)?
+            .with_no_client_auth()
+            .with_cert_resolver(self.resolver.clone());
+        // No session resumption: client-go (kube-apiserver's webhook client) sets no session
+        // cache, so tickets and a session cache would be per-handshake work and memory for
+        // nothing (with oha, new-connection throughput measured the same either way).
+        config.send_tls13_tickets = 0;
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        config.alpn_protocols = match http2 {
+            true => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            false => vec![b"http/1.1".to_vec()],
+        };
+        Ok(Arc::new(config))
+    }
+}
+
+/// Re-reads the certificate files and swaps in a changed, valid pair.
+#[derive(Debug)]
+pub struct Reloader {
+    certs: Certificates,
+    last_seen: Raw,
+}
+
+impl Reloader {
+    /// Check the files once. `Ok(true)`: a new pair is now serving; `Ok(false)`: nothing changed;
+    /// `Err`: the files changed but do not load (counted; the old pair keeps serving).
+    pub async fn check(&mut self) -> Result<bool> {
+        let certs = &self.certs;
+        let raw = match read_raw(&certs.paths).await {
+            Ok(raw) => raw,
+            Err(err) => {
+                certs.metrics.cert_reload_failed();
+                return Err(err);
+            }
+        };
+        if raw == self.last_seen {
+            return Ok(false);
+        }
+        // Remember the content whatever the outcome: a broken pair is reported once, not on
+        // every tick, and a later fix is noticed as a change.
+        self.last_seen = raw;
+        match parse(&self.last_seen, &certs.paths, &certs.provider) {
+            Ok(loaded) => {
+                certs.resolver.current.store(loaded.key);
+                certs.metrics.cert_loaded(loaded.not_after);
+                certs.metrics.cert_reloaded();
+                Ok(true)
+            }
+            Err(err) => {
+                certs.metrics.cert_reload_failed();
+                Err(err)
+            }
+        }
+    }
+
+    /// Check every `interval` until the task is dropped.
+    pub async fn run(mut self, interval: Duration) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            ticker.tick().await;
+            match self.check().await {
+                Ok(true) => {
+                    tracing::info!(cert = %self.certs.paths.cert.display(), "serving certificate reloaded")
+                }
+                Ok(false) => {}
+                Err(err) => tracing::warn!(
+                    error = %error_chain(&err),
+                    "new serving certificate rejected; the previous one keeps serving"
+                ),
+            }
+        }
+    }
+}
+
+/// An error with its sources, `: `-separated, for a log field.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(next) = source {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        source = next.source();
+    }
+    text
+}
+
+async fn read_raw(paths: &CertPaths) -> Result<Raw> {
+    let read = |path: PathBuf| async move {
+        tokio::fs::read(&path)
+            .await
+            .map_err(|source| Error::Read { path, source })
+    };
+    Ok(Raw {
+        cert: read(paths.cert.clone()).await?,
+        key: read(paths.key.clone()).await?,
+    })
+}
+
+fn parse(raw: &Raw, paths: &CertPaths, provider: &CryptoProvider) -> Result<Loaded> {
+    let pem_error = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Pem { path, source }
+    };
+    let chain: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut raw.cert.as_slice())
+        .collect::<Result<_, _>>()
+        .map_err(pem_error(&paths.cert))?;
+    if chain.is_empty() {
+        return Err(Error::NoCertificate {
+            path: paths.cert.clone(),
+        });
+    }
+    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut raw.key.as_slice())
+        .map_err(pem_error(&paths.key))?
+        .ok_or_else(|| Error::NoKey {
+            path: paths.key.clone(),
+        })?;
+    let key = CertifiedKey::from_der(chain, key, provider).map_err(Error::Key)?;
+    let not_after = crate::pki::not_after(&String::from_utf8_lossy(&raw.cert))
+        .map_err(Error::Expiry)?
+        .unix_timestamp();
+    Ok(Loaded {
+        key: Arc::new(key),
+        not_after,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::{Duration as Days, OffsetDateTime};
+
+    fn pair() -> crate::pki::CertKey {
+        let now = OffsetDateTime::now_utc();
+        let ca = crate::pki::issue_ca("test-ca", now, Days::days(2)).unwrap();
+        let sans = crate::pki::service_sans("svc", "ns");
+        crate::pki::issue_serving(&ca, &sans, now, Days::days(1)).unwrap()
+    }
+
+    fn paths() -> CertPaths {
+        CertPaths::in_dir(Path::new("/x"))
+    }
+
+    fn raw(cert: &str, key: &str) -> Raw {
+        Raw {
+            cert: cert.as_bytes().to_vec(),
+            key: key.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_generated_pair_parses() {
+        let provider = rustls::crypto::ring::default_provider();
+        let p = pair();
+        let loaded = parse(&raw(&p.cert_pem, &p.key_pem), &paths(), &provider).unwrap();
+        assert!(loaded.not_after > 0);
+    }
+
+    #[test]
+    fn broken_pairs_are_rejected() {
+        let provider = rustls::crypto::ring::default_provider();
+        let (a, b) = (pair(), pair());
+        let cases = [
+            ("", a.key_pem.as_str(), "no PEM certificate"),
+            (a.cert_pem.as_str(), "", "no PEM private key"),
+            (a.cert_pem.as_str(), b.key_pem.as_str(), "does not fit"),
+        ];
+        for (cert, key, want) in cases {
+            let err = parse(&raw(cert, key), &paths(), &provider).unwrap_err();
+            assert!(err.to_string().contains(want), "{err} !~ {want}");
+        }
+    }
+}

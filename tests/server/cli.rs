@@ -1,0 +1,95 @@
+//! The real binary: `certs` writes a usable pair, `serve` answers over it, and a real SIGTERM
+//! fails readiness, keeps answering during the drain, then exits 0.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use hyper::StatusCode;
+
+use crate::harness::{self, review};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
+
+#[tokio::test]
+async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let out = Command::new(BIN)
+        .args([
+            "certs",
+            "--service",
+            "ksvc-webhook",
+            "--namespace",
+            "ksvc-system",
+            "--out",
+        ])
+        .arg(&certs)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ca = std::fs::read_to_string(certs.join("ca.crt")).unwrap();
+
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--drain-period",
+            "2s",
+            "--tls-dir",
+        ])
+        .arg(&certs)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = listen_addr(child.stdout.take().unwrap());
+    let mut conn = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
+    let sent = review("cli-1", 10);
+    let (status, body) = conn.review(sent.clone()).await.unwrap();
+    harness::assert_answer("cli-1", &sent, status, &body);
+    assert_eq!(conn.get("/readyz").await.0, StatusCode::OK);
+
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut failing = false;
+    for _ in 0..100 {
+        if conn.get("/readyz").await.0 == StatusCode::SERVICE_UNAVAILABLE {
+            failing = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(failing, "readiness still passing after SIGTERM");
+    let sent = review("cli-2", 10);
+    let (status, body) = conn.review(sent.clone()).await.unwrap();
+    harness::assert_answer("cli-2", &sent, status, &body);
+    drop(conn);
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
+/// The HTTPS address from the `serving admission reviews listen=…` log line.
+fn listen_addr(stdout: std::process::ChildStdout) -> SocketAddr {
+    let lines = BufReader::new(stdout).lines();
+    for line in lines {
+        let line = line.unwrap();
+        if let Some(rest) = line.split("listen=").nth(1) {
+            let addr = rest.split_whitespace().next().unwrap();
+            return addr.parse().unwrap();
+        }
+    }
+    panic!("serve exited before logging its address");
+}
