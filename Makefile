@@ -1,13 +1,27 @@
 # The two commands: `make run` (the main job, no cluster needed) and `make test` (every check).
 CARGO ?= cargo
 
-.PHONY: run test fmt clippy unit bench manifests-check image certs bench-load
+.PHONY: run demo test fmt clippy unit bench manifests-check image certs bench-load
 
-# The admission server on https://127.0.0.1:8443, with dev certificates made on first run.
-run:
+BIN := ./target/release/ksvc-webhook
+
+# The main job without a cluster: the offline demo, then the admission server on
+# https://127.0.0.1:8443 with dev certificates made on first run and the example sidecar
+# catalogue. The watch loop finds no cluster, says so once and keeps retrying; admission works.
+run: demo
+	@test -f certs/tls.crt || $(BIN) certs --service ksvc-webhook --namespace ksvc-system --out certs >/dev/null
+	$(BIN) serve --listen 127.0.0.1:8443 --tls-dir certs --metrics-listen 127.0.0.1:9090 \
+		--self-managed-certs=false --sidecars examples/sidecars.yaml
+
+# The admission core on the examples, no server: a mutated managed app, and a rejection.
+demo:
 	$(CARGO) build --release --quiet
-	@test -f certs/tls.crt || ./target/release/ksvc-webhook certs --service ksvc-webhook --namespace ksvc-system --out certs >/dev/null
-	./target/release/ksvc-webhook serve --listen 127.0.0.1:8443 --tls-dir certs
+	@echo '--- ksvc-webhook mutate -f examples/sidecar-ksvc.yaml --sidecars examples/sidecars.yaml'
+	@$(BIN) mutate -f examples/sidecar-ksvc.yaml --sidecars examples/sidecars.yaml
+	@echo '--- ksvc-webhook review -f examples/invalid-review.json'
+	@$(BIN) review -f examples/invalid-review.json
+	@echo '--- ksvc-webhook mutate -f examples/invalid-ksvc.yaml (rejected, exit 1)'
+	@! $(BIN) mutate -f examples/invalid-ksvc.yaml
 
 # A CA and serving certificate for the in-cluster Service, into certs/ (git-ignored).
 certs:

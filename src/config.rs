@@ -201,6 +201,10 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub watch: WatchArgs,
+    #[command(flatten)]
+    pub certs: CertArgs,
 }
 
 /// How log lines are written.

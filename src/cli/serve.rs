@@ -1,13 +1,20 @@
 //! `serve`: build the runtime, wire SIGTERM/SIGINT to a graceful shutdown, run the server.
 //!
-//! Thin: translates [`ServeArgs`] into [`server::Options`] and owns process-level concerns
-//! (worker threads, log format). Everything else lives in [`crate::server`].
+//! Thin: translates [`ServeArgs`] into [`server::Options`], owns process-level concerns (worker
+//! threads, log format) and wires the parts together: the sidecar catalogue reload, the watch
+//! loop (routes, readiness, metrics, leadership) and the self-managed certificates, which are in
+//! place before the server loads them. Everything else lives in the modules it wires.
+
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 
 use crate::admission::Policy;
 use crate::config::ServeArgs;
+use crate::server::catalogue::CatalogueReloader;
 use crate::server::{self, Server, tls::CertPaths};
+use crate::{certmgr, watch};
 
 /// Run the admission server until SIGTERM or SIGINT.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -35,7 +42,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .policy
         .policy()
         .context("invalid admission policy flags")?;
-    runtime.block_on(serve(options(&args), policy))
+    runtime.block_on(serve(args, policy))
 }
 
 /// The server options the flags describe.
@@ -58,10 +65,21 @@ pub fn options(args: &ServeArgs) -> server::Options {
     }
 }
 
-async fn serve(options: server::Options, policy: Policy) -> anyhow::Result<()> {
-    // Extension points (policy hot reload, extra routes, readiness gates, metrics) are wired
-    // here, before `bind`: see the `server` module docs.
-    let server = Server::new(options, policy);
+async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
+    let options = options(&args);
+    let mut server = Server::new(options.clone(), policy);
+    let reload_catalogue = args.policy.sidecars.clone().map(|path| {
+        let reloader = CatalogueReloader::new(path, server.policy(), server.registry_mut());
+        tokio::spawn(reloader.run(options.cert_reload_interval))
+    });
+    // The watch loop never holds admission up: it connects (and retries) in the background.
+    let mut watch = watch::spawn(&args.watch);
+    if !args.watch.no_watch {
+        server.merge_routes(watch.router());
+        server.readiness().register("watch-cache-synced", watch.synced.clone());
+        watch.register_metrics(server.registry_mut());
+    }
+    let certificates = manage_certificates(&args, &options, &watch).await?;
     let bound = server.bind().await?;
     tracing::info!(
         listen = %bound.local_addr()?,
@@ -76,5 +94,40 @@ async fn serve(options: server::Options, policy: Policy) -> anyhow::Result<()> {
         }
     });
     bound.run().await;
+    watch.shutdown().await;
+    for task in [certificates, reload_catalogue].into_iter().flatten() {
+        task.abort();
+    }
     Ok(())
+}
+
+/// With `--self-managed-certs`, find or create the certificates in the cluster and write them
+/// where the server reads them, before it loads them. The leader publishes the CA bundle; without
+/// a watch loop (no election) every replica may, which is safe: they publish the same Secret.
+async fn manage_certificates(
+    args: &ServeArgs,
+    options: &server::Options,
+    watch: &watch::WatchHandle,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    if !args.certs.self_managed_certs {
+        return Ok(None);
+    }
+    let timeout = Duration::from_secs(args.watch.api_timeout_seconds.max(1));
+    let client = watch::connect(&args.watch, timeout)
+        .await
+        .map_err(|e| anyhow::anyhow!("self-managed certificates need the cluster: {e}"))?;
+    let leader = if args.watch.no_watch {
+        tokio::sync::watch::channel(true).1
+    } else {
+        watch.leader.clone()
+    };
+    let dir = options
+        .certs
+        .cert
+        .parent()
+        .map_or_else(|| PathBuf::from("."), PathBuf::from);
+    let task = certmgr::start(client, &args.certs, leader, dir)
+        .await
+        .context("cannot set up the self-managed certificates")?;
+    Ok(task)
 }

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod readiness;
 pub mod routes;
 pub mod shutdown;
+pub mod catalogue;
 pub mod tls;
 
 use std::net::SocketAddr;

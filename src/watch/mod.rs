@@ -202,7 +202,9 @@ async fn connect_with_backoff(args: &WatchArgs, timeout: Duration, metrics: &Met
     }
 }
 
-async fn connect(args: &WatchArgs, timeout: Duration) -> Result<Client, String> {
+/// A client for the cluster `args` names (kubeconfig, else in-cluster or the usual lookup), checked
+/// with one version probe; every connect and read is bounded by `timeout`.
+pub async fn connect(args: &WatchArgs, timeout: Duration) -> Result<Client, String> {
     let mut config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path).map_err(|e| error_chain(&e))?;

@@ -1,0 +1,113 @@
+//! Hot reload of the sidecar catalogue: poll the file, swap the policy when it changes.
+//!
+//! Kubernetes updates a mounted ConfigMap by swapping a `..data` symlink, so the file is read
+//! again on every tick (through the link) rather than watched with inotify. A catalogue that does
+//! not load is reported and counted; the previous one keeps serving. I/O only: parsing and every
+//! rule are [`crate::sidecars`]'.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+use crate::admission::Policy;
+use crate::sidecars::{self, Catalogue};
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+/// Polls the catalogue file and stores each new valid catalogue into the shared policy.
+pub struct CatalogueReloader {
+    path: PathBuf,
+    policy: Arc<ArcSwap<Policy>>,
+    last_seen: String,
+    reloads: Family<ResultLabel, Counter>,
+}
+
+/// What one check found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Checked {
+    Unchanged,
+    Reloaded { templates: usize },
+    Rejected(String),
+}
+
+impl CatalogueReloader {
+    /// A reloader of `path` into `policy`; its reload counter is registered in `registry`. The
+    /// first check loads the file again, so a change made since start-up is never missed.
+    pub fn new(path: PathBuf, policy: Arc<ArcSwap<Policy>>, registry: &mut Registry) -> Self {
+        let reloads = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "ksvc_webhook_sidecar_catalogue_reloads",
+            "Sidecar catalogue reloads by result (ok or error)",
+            reloads.clone(),
+        );
+        Self {
+            path,
+            policy,
+            last_seen: String::new(),
+            reloads,
+        }
+    }
+
+    /// Read the file once and swap the catalogue if its content changed and loads.
+    pub async fn check(&mut self) -> Checked {
+        let bytes = match tokio::fs::read(&self.path).await {
+            Ok(bytes) => bytes,
+            Err(err) => return self.rejected(format!("cannot read {}: {err}", self.path.display())),
+        };
+        let hash = sidecars::content_hash(&bytes);
+        if hash == self.last_seen {
+            return Checked::Unchanged;
+        }
+        // Remember the content whatever the outcome: a broken file is reported once.
+        self.last_seen = hash;
+        let parsed = std::str::from_utf8(&bytes)
+            .map_err(|_| "not UTF-8 text".to_string())
+            .and_then(|text| Catalogue::parse(text).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(catalogue) => {
+                let templates = catalogue.names().count();
+                let mut next = Policy::clone(&self.policy.load());
+                next.sidecars = Arc::new(catalogue);
+                self.policy.store(Arc::new(next));
+                self.reloads.get_or_create(&ResultLabel { result: "ok" }).inc();
+                Checked::Reloaded { templates }
+            }
+            Err(err) => self.rejected(err),
+        }
+    }
+
+    fn rejected(&self, reason: String) -> Checked {
+        self.reloads.get_or_create(&ResultLabel { result: "error" }).inc();
+        Checked::Rejected(reason)
+    }
+
+    /// Check every `interval` until the task is dropped.
+    pub async fn run(mut self, interval: Duration) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            ticker.tick().await;
+            match self.check().await {
+                Checked::Unchanged => {}
+                Checked::Reloaded { templates } => {
+                    tracing::info!(path = %self.path.display(), templates, "sidecar catalogue reloaded");
+                }
+                Checked::Rejected(reason) => tracing::warn!(
+                    path = %self.path.display(),
+                    error = %reason,
+                    "new sidecar catalogue rejected; the previous one keeps serving"
+                ),
+            }
+        }
+    }
+}
