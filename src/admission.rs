@@ -5,6 +5,8 @@
 //! (absent when nothing changes), a `status` listing every violation on rejection, and warnings.
 //! Knative Services on CREATE and UPDATE are decided on; everything else is allowed unchanged.
 
+use std::sync::Arc;
+
 use base64::Engine as _;
 use json_patch::PatchOperation;
 use serde::{Deserialize, Serialize};
@@ -14,6 +16,7 @@ use crate::edit::Editor;
 use crate::ksvc;
 use crate::mutate::{self, Settings, Target};
 use crate::naming::{self, DomainTemplate};
+use crate::sidecars::{self, Catalogue};
 use crate::stop;
 use crate::validate::{self, Operation, Violation};
 
@@ -27,6 +30,8 @@ pub struct Policy {
     pub domain_template: DomainTemplate,
     /// Settings of the edits.
     pub mutate: Settings,
+    /// The sidecar catalogue (empty: no sidecars); shared, so a reload swaps it cheaply.
+    pub sidecars: Arc<Catalogue>,
 }
 
 /// The request part of an AdmissionReview: the fields the decision reads.
@@ -143,12 +148,16 @@ pub fn decide(mut req: Request, policy: &Policy) -> Decision {
         "" => req.namespace.clone().unwrap_or_default(),
         ns => ns.to_string(),
     };
-    let violations = validate::validate(&validate::Input {
+    let mut violations = validate::validate(&validate::Input {
         operation,
         object: &object,
         old_object: req.old_object.as_ref(),
         namespace: &namespace,
         domain_template: &policy.domain_template,
+    });
+    let sidecar_plan = sidecars::plan(&object, &policy.sidecars).unwrap_or_else(|found| {
+        violations.extend(found);
+        sidecars::Plan::default()
     });
     if !violations.is_empty() {
         return Decision::deny(violations);
@@ -164,6 +173,7 @@ pub fn decide(mut req: Request, policy: &Policy) -> Decision {
         identity: identity.as_ref(),
         app_name: app_name.as_ref(),
         restore,
+        sidecars: sidecar_plan,
     };
     let mut warnings = mutate::inject(&mut ed, target, &policy.mutate);
     let ops = ed.into_ops();

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -12,6 +13,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::admission::Policy;
 use crate::mutate::Settings;
 use crate::naming::{DomainTemplate, TemplateError};
+use crate::sidecars::{self, Catalogue};
 
 /// Admission webhook, sidecar injector and watch loop for Knative Services.
 #[derive(Debug, Parser)]
@@ -28,7 +30,8 @@ pub enum Command {
     Mutate(MutateArgs),
     /// Answer an admission.k8s.io/v1 AdmissionReview exactly as the server would.
     Review(ReviewArgs),
-    /// Strip everything the webhook added to manifests (env var, annotations, stop state).
+    /// Strip everything the webhook added to manifests (env var, sidecars, annotations, stop
+    /// state).
     Uninject(InputArgs),
     /// Print the deterministic KService name of an app identity.
     Name(NameArgs),
@@ -64,17 +67,35 @@ pub struct PolicyArgs {
     /// may also set `initial-scale: "0"` (Knative rejects it otherwise).
     #[arg(long, env = "KSVC_WEBHOOK_ALLOW_ZERO_INITIAL_SCALE")]
     pub allow_zero_initial_scale: bool,
+    /// The sidecar catalogue: a YAML file of named container/volume templates and a `default`
+    /// list (see examples/sidecars.yaml). Without it no sidecar is injected.
+    #[arg(long, env = "KSVC_WEBHOOK_SIDECARS", value_name = "FILE")]
+    pub sidecars: Option<PathBuf>,
+}
+
+/// Settings that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    #[error(transparent)]
+    Sidecars(#[from] sidecars::LoadError),
 }
 
 impl PolicyArgs {
-    /// The validated policy.
-    pub fn policy(&self) -> Result<Policy, TemplateError> {
+    /// The validated policy, with the sidecar catalogue read from its file.
+    pub fn policy(&self) -> Result<Policy, PolicyError> {
+        let catalogue = match &self.sidecars {
+            Some(path) => sidecars::load(path)?,
+            None => Catalogue::default(),
+        };
         Ok(Policy {
             domain_template: DomainTemplate::new(&self.domain_template, &self.domain)?,
             mutate: Settings {
                 suffix_template: self.endpoint_suffix_template.clone(),
                 allow_zero_initial_scale: self.allow_zero_initial_scale,
             },
+            sidecars: Arc::new(catalogue),
         })
     }
 }
@@ -532,5 +553,20 @@ mod tests {
             (Some("i"), None, None)
         );
         assert_eq!(u.target.namespace.as_deref(), Some("ns"));
+    }
+
+    #[test]
+    fn sidecars_flag_loads_the_catalogue() {
+        let parse = |path: &str| {
+            let cli = Cli::parse_from(["ksvc-webhook", "review", "-f", "-", "--sidecars", path]);
+            let Command::Review(args) = cli.command else {
+                panic!("parsed another command")
+            };
+            args.policy.policy()
+        };
+        let policy = parse("examples/sidecars.yaml").unwrap();
+        assert_eq!(policy.sidecars.default_names(), ["log-shipper"]);
+        let err = parse("examples/missing.yaml").unwrap_err().to_string();
+        assert!(err.contains("examples/missing.yaml"), "{err}");
     }
 }

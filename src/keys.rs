@@ -51,3 +51,11 @@ pub const ANNOTATION_CA_NEXT_SINCE: &str = "ksvc-webhook.flyte.org/ca-next-since
 /// Certificate Secret annotation: when the previous CA stopped signing (RFC 3339); it stays in
 /// the CA bundle for the overlap period after that.
 pub const ANNOTATION_CA_PREVIOUS_SINCE: &str = "ksvc-webhook.flyte.org/ca-previous-since";
+/// Annotation on the Service: the sidecar templates to inject, comma-separated, on top of the
+/// catalogue's defaults; [`SIDECAR_INJECT_NONE`] among them opts out of the defaults.
+pub const ANNOTATION_SIDECAR_INJECT: &str = "sidecar.flyte.org/inject";
+/// The word in [`ANNOTATION_SIDECAR_INJECT`] that opts out of the catalogue's default sidecars.
+pub const SIDECAR_INJECT_NONE: &str = "none";
+/// Annotation on the Service: what the webhook injected (templates, their hashes, container and
+/// volume names), so a later admission replaces or removes exactly that and nothing else.
+pub const ANNOTATION_SIDECAR_STATUS: &str = "sidecar.flyte.org/status";

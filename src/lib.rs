@@ -1,8 +1,10 @@
 //! ksvc-webhook: a mutating admission webhook, sidecar injector and watch loop for Knative Services.
 //!
 //! Data flows one way: bytes → decoded AdmissionReview → pure decision → JSON Patch → response.
-//! The pure core ([`naming`], [`spec_sha`], [`validate`], [`mutate`], [`admission`]) does no I/O
-//! and reads no clock; the shells ([`cli`], [`server`], `watch`) own sockets, files and the cluster.
+//! The pure core ([`naming`], [`spec_sha`], [`validate`], [`sidecars`], [`mutate`],
+//! [`admission`]) does no I/O and reads no clock (but for `sidecars::load`, which reads the
+//! catalogue file); the shells ([`cli`], [`server`], [`watch`], [`certmgr`]) own sockets, files
+//! and the cluster.
 
 pub mod admission;
 pub mod certmgr;
@@ -17,6 +19,7 @@ pub mod naming;
 pub mod pki;
 pub mod rbac;
 pub mod server;
+pub mod sidecars;
 pub mod spec_sha;
 pub mod stop;
 pub mod validate;

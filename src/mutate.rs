@@ -1,9 +1,10 @@
 //! PURE: the edits admission makes to a valid KService, and their inverse.
 //!
 //! [`inject`] converges an object on what the webhook owns: the managed name, the stop state,
-//! `INTERNAL_APP_ENDPOINT_PATTERN`, the managed-app annotations and the spec SHA. [`strip`] takes
-//! all of it away again, giving the object as the user wrote it; the spec SHA is computed over
-//! `strip`'s result, so it is the same whether or not the object was already mutated or stopped.
+//! `INTERNAL_APP_ENDPOINT_PATTERN`, the selected sidecars (see [`crate::sidecars`]), the
+//! managed-app annotations and the spec SHA. [`strip`] takes all of it away again, giving the
+//! object as the user wrote it; the spec SHA is computed over `strip`'s result, so it is the same
+//! whether or not the object was already mutated, stopped or given sidecars.
 
 use serde_json::{Value, json};
 
@@ -11,6 +12,7 @@ use crate::edit::Editor;
 use crate::keys;
 use crate::ksvc::{self, Identity};
 use crate::naming::{self, AppName};
+use crate::sidecars;
 use crate::spec_sha::spec_sha;
 use crate::stop::{self, Restore};
 
@@ -44,6 +46,8 @@ pub struct Target<'a> {
     pub app_name: Option<&'a AppName>,
     /// The parsed stop-restore record.
     pub restore: Option<Restore>,
+    /// The sidecars to converge on (checked by [`sidecars::plan`] before any edit).
+    pub sidecars: sidecars::Plan<'a>,
 }
 
 /// The value of `INTERNAL_APP_ENDPOINT_PATTERN` for an app in `namespace`.
@@ -76,6 +80,7 @@ pub fn inject(ed: &mut Editor, target: Target, settings: &Settings) -> Vec<Strin
         target.restore,
         settings.allow_zero_initial_scale,
     );
+    warnings.extend(sidecars::converge(ed, &target.sidecars, target.namespace));
     let pattern = endpoint_pattern(settings, target.identity, target.namespace);
     if let Some(replaced) = upsert_endpoint_env(ed, &pattern) {
         warnings.push(format!(
@@ -145,12 +150,14 @@ fn upsert_endpoint_env(ed: &mut Editor, pattern: &str) -> Option<String> {
 }
 
 /// Take away everything [`inject`] adds: the object as the user wrote it. Returns `false` when
-/// the stop-restore record is unreadable (then the stop state is left as it is).
+/// the stop-restore record or the sidecar status is unreadable (then what it governs is left as
+/// it is).
 pub fn strip(ed: &mut Editor) -> bool {
     let record = stop::restore_record(ed.doc());
     if let Ok(Some(record)) = &record {
         stop::start(ed, record);
     }
+    let sidecars_read = sidecars::strip(ed);
     remove_endpoint_env(ed);
     for key in [
         keys::ANNOTATION_SPEC_SHA,
@@ -160,7 +167,7 @@ pub fn strip(ed: &mut Editor) -> bool {
         ed.remove(&[ksvc::ANNOTATIONS, &[key]].concat());
     }
     stop::drop_empty_map(ed, ksvc::ANNOTATIONS);
-    record.is_ok()
+    record.is_ok() && sidecars_read
 }
 
 fn remove_endpoint_env(ed: &mut Editor) {
@@ -204,12 +211,13 @@ fn stripped_sha(ed: &mut Editor) -> String {
 }
 
 /// The spec as the user wrote it: `doc.spec` with everything the webhook injects taken away.
-/// Only the spec and the two annotations `strip` reads are copied.
+/// Only the spec (less injected sidecars, never copied) and the stop-restore annotation are
+/// copied.
 pub fn user_spec(doc: &Value) -> Value {
     let restore = ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_STOP_RESTORE);
     let mut partial = json!({
         "metadata": {"annotations": {}},
-        "spec": doc.get("spec").cloned().unwrap_or(Value::Null),
+        "spec": sidecars::spec_without_sidecars(doc),
     });
     if let Some(restore) = restore {
         partial["metadata"]["annotations"][keys::ANNOTATION_STOP_RESTORE] = Value::from(restore);

@@ -1,8 +1,8 @@
 //! PURE: the spec-SHA annotation value — SHA-256 over RFC 8785 (JCS) canonical JSON.
 //!
 //! Canonical JSON makes the hash independent of key order, whitespace and number spelling, so a
-//! manifest applied twice in any formatting gets the same SHA. The canonical bytes stream straight
-//! into the hasher; nothing is built in memory.
+//! manifest applied twice in any formatting gets the same SHA. The canonical bytes are written
+//! into one buffer that is hashed in a single pass.
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -13,76 +13,43 @@ pub const SHA_HEX_LEN: usize = 16;
 /// The annotation value: the first 16 lower-case hex characters of SHA-256 over the canonical
 /// JSON of `value`.
 pub fn spec_sha(value: &Value) -> String {
-    let mut sink = HashSink::default();
-    write_canonical(value, &mut sink);
-    let digest = sink.finish();
+    let digest = Sha256::digest(canonical_bytes(value));
     hex::encode(&digest[..SHA_HEX_LEN / 2])
 }
 
 /// The RFC 8785 canonical JSON text of `value`.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = Vec::new();
-    write_canonical(value, &mut out);
     // Only valid UTF-8 is ever written: JSON punctuation, escapes and whole `str`s.
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8_lossy(&canonical_bytes(value)).into_owned()
 }
 
-/// Where canonical bytes go: a buffer or a hasher.
-trait Sink {
-    fn put(&mut self, bytes: &[u8]);
+/// The canonical bytes, built in one buffer and hashed in one pass: many tiny writes to a
+/// hasher cost more than the copy.
+fn canonical_bytes(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4096);
+    write_canonical(value, &mut out);
+    out
 }
 
-impl Sink for Vec<u8> {
-    fn put(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
-    }
-}
-
-/// Buffers small writes so the hasher sees large blocks.
-#[derive(Default)]
-struct HashSink {
-    hasher: Sha256,
-    buf: Vec<u8>,
-}
-
-impl HashSink {
-    const FLUSH_AT: usize = 4096;
-
-    fn finish(mut self) -> [u8; 32] {
-        self.hasher.update(&self.buf);
-        self.hasher.finalize().into()
-    }
-}
-
-impl Sink for HashSink {
-    fn put(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
-        if self.buf.len() >= Self::FLUSH_AT {
-            self.hasher.update(&self.buf);
-            self.buf.clear();
-        }
-    }
-}
-
-fn write_canonical(value: &Value, out: &mut impl Sink) {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Null => out.put(b"null"),
-        Value::Bool(true) => out.put(b"true"),
-        Value::Bool(false) => out.put(b"false"),
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(n) => write_number(n, out),
         Value::String(s) => write_string(s, out),
         Value::Array(items) => {
-            out.put(b"[");
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.put(b",");
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.put(b"]");
+            out.push(b']');
         }
         Value::Object(map) => {
-            out.put(b"{");
+            out.push(b'{');
             // RFC 8785 orders members by UTF-16 code units. The map iterates in code-point
             // order, which is the same unless a key holds a character from U+E000 (UTF-8 lead
             // byte 0xEE or above): only then is a sorted copy of the entries needed.
@@ -93,35 +60,35 @@ fn write_canonical(value: &Value, out: &mut impl Sink) {
             } else {
                 write_members(map.iter(), out);
             }
-            out.put(b"}");
+            out.push(b'}');
         }
     }
 }
 
-fn write_members<'v>(members: impl Iterator<Item = (&'v String, &'v Value)>, out: &mut impl Sink) {
+fn write_members<'v>(members: impl Iterator<Item = (&'v String, &'v Value)>, out: &mut Vec<u8>) {
     for (i, (key, item)) in members.enumerate() {
         if i > 0 {
-            out.put(b",");
+            out.push(b',');
         }
         write_string(key, out);
-        out.put(b":");
+        out.push(b':');
         write_canonical(item, out);
     }
 }
 
 /// Numbers as ECMAScript's `Number.prototype.toString` prints the IEEE-754 double.
-fn write_number(n: &serde_json::Number, out: &mut impl Sink) {
+fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) {
     if let Some(i) = n.as_i64().filter(|i| i.unsigned_abs() < (1 << 53)) {
-        out.put(i.to_string().as_bytes());
+        out.extend_from_slice(i.to_string().as_bytes());
         return;
     }
     let f = n.as_f64().unwrap_or(0.0);
     let mut buf = ryu_js::Buffer::new();
-    out.put(buf.format(f).as_bytes());
+    out.extend_from_slice(buf.format(f).as_bytes());
 }
 
-fn write_string(s: &str, out: &mut impl Sink) {
-    out.put(b"\"");
+fn write_string(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;
     while let Some(offset) = bytes[start..]
@@ -129,21 +96,21 @@ fn write_string(s: &str, out: &mut impl Sink) {
         .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
     {
         let at = start + offset;
-        out.put(&bytes[start..at]);
+        out.extend_from_slice(&bytes[start..at]);
         match bytes[at] {
-            b'"' => out.put(b"\\\""),
-            b'\\' => out.put(b"\\\\"),
-            b'\n' => out.put(b"\\n"),
-            b'\r' => out.put(b"\\r"),
-            b'\t' => out.put(b"\\t"),
-            0x08 => out.put(b"\\b"),
-            0x0c => out.put(b"\\f"),
-            control => out.put(format!("\\u{control:04x}").as_bytes()),
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            control => out.extend_from_slice(format!("\\u{control:04x}").as_bytes()),
         }
         start = at + 1;
     }
-    out.put(&bytes[start..]);
-    out.put(b"\"");
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
 }
 
 #[cfg(test)]

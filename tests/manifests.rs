@@ -540,9 +540,15 @@ fn the_sidecar_catalogue_is_mounted_and_parses() {
     let m = Rendered::base();
     let cm: ConfigMap = m.one("ConfigMap");
     let text = cm.data.as_ref().unwrap().get("sidecars.yaml").unwrap();
-    let parsed: Value = serde_yaml::from_str(text).unwrap();
-    assert!(parsed["templates"].is_object());
+    let catalogue = ksvc_webhook::sidecars::Catalogue::parse(text).unwrap();
+    assert!(catalogue.is_empty(), "the base ships an empty catalogue");
     let deploy: Deployment = m.one("Deployment");
+    let args = container(&deploy).args.unwrap_or_default();
+    assert!(
+        args.iter()
+            .any(|a| a == "--sidecars=/etc/ksvc-webhook/sidecars.yaml"),
+        "the server reads the mounted catalogue: {args:?}"
+    );
     let pod = deploy.spec.template.spec.unwrap();
     let volume = pod.volumes.iter().flatten().find(|v| {
         v.config_map

@@ -137,7 +137,10 @@ pub fn uninject(args: &InputArgs) -> anyhow::Result<()> {
         each_kservice(doc, &mut |obj| {
             let mut ed = Editor::new(obj);
             if !edits::strip(&mut ed) {
-                eprintln!("warning: the stop-restore annotation is unreadable; stop state kept");
+                eprintln!(
+                    "warning: the stop-restore or sidecar status annotation is unreadable; \
+                     what it records was kept"
+                );
             }
             Ok(())
         })?;

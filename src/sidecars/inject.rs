@@ -1,0 +1,333 @@
+//! PURE: converging a KService's containers and volumes on the selected sidecars, and taking
+//! them away again.
+//!
+//! What the webhook injected is recorded in the `sidecar.flyte.org/status` annotation (like
+//! Istio's `sidecar.istio.io/status`): per template its name, hash, container and volume names.
+//! Only what that record lists is ever replaced or removed; the user's containers and volumes are
+//! never touched. An injected copy whose template hash is unchanged is left exactly as it is (so
+//! fields Knative defaulted into it stay, and the revision template does not change); a changed
+//! template's copy is removed and the new one appended after the user's containers.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{Params, Template, params};
+use crate::edit::Editor;
+use crate::keys;
+use crate::ksvc;
+
+/// One template as injected.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Injected {
+    /// The template's name in the catalogue.
+    pub name: String,
+    /// The template's hash when it was injected; a different hash means it changed since.
+    pub hash: String,
+    /// The names of the containers it added.
+    #[serde(default)]
+    pub containers: Vec<String>,
+    /// The names of the volumes it added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
+    /// For a template with placeholders, the digest of the values it was filled with.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub params: String,
+}
+
+impl Injected {
+    fn of(t: &Template, digest: &str) -> Self {
+        Self {
+            name: t.name.clone(),
+            hash: t.hash.clone(),
+            containers: t.container_names.clone(),
+            volumes: t.volume_names.clone(),
+            params: if t.parameterised() {
+                digest.to_string()
+            } else {
+                String::new()
+            },
+        }
+    }
+}
+
+/// The `sidecar.flyte.org/status` annotation: every template injected, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// In injection order.
+    #[serde(default)]
+    pub templates: Vec<Injected>,
+}
+
+impl Status {
+    /// The record on `doc`: empty when absent, `Err` when it cannot be read.
+    pub fn read(doc: &Value) -> Result<Self, serde_json::Error> {
+        match ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_SIDECAR_STATUS) {
+            Some(text) => serde_json::from_str(text),
+            None => Ok(Self::default()),
+        }
+    }
+}
+
+/// What [`converge`] will do: the templates selected for a KService and what it carries now.
+#[derive(Debug, Clone, Default)]
+pub struct Plan<'c> {
+    /// The selected templates, defaults first, then the annotation's extra names in its order.
+    pub selected: Vec<&'c Template>,
+    /// The status record the object carries.
+    pub previous: Status,
+}
+
+/// The two lists a template adds to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Container,
+    Volume,
+}
+
+impl Kind {
+    pub(super) const ALL: [Kind; 2] = [Kind::Container, Kind::Volume];
+
+    pub(super) fn path(self) -> &'static [&'static str] {
+        match self {
+            Kind::Container => ksvc::CONTAINERS,
+            Kind::Volume => ksvc::VOLUMES,
+        }
+    }
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Kind::Container => "container",
+            Kind::Volume => "volume",
+        }
+    }
+
+    /// The names a template adds.
+    pub(super) fn of_template(self, t: &Template) -> &[String] {
+        match self {
+            Kind::Container => &t.container_names,
+            Kind::Volume => &t.volume_names,
+        }
+    }
+
+    /// The names a status record lists.
+    fn of_record(self, r: &Injected) -> &[String] {
+        match self {
+            Kind::Container => &r.containers,
+            Kind::Volume => &r.volumes,
+        }
+    }
+
+    /// Whether `status` lists `name`: then the item is the webhook's, not the user's.
+    pub(super) fn listed(self, status: &Status, name: &str) -> bool {
+        status
+            .templates
+            .iter()
+            .any(|r| self.of_record(r).iter().any(|n| n == name))
+    }
+}
+
+/// Converge `ed`'s object on `plan`: drop stale or deselected injected copies, append missing
+/// ones after the user's containers and volumes, and record the result. Returns a warning for
+/// each template replaced or removed, so the user knows why the revision changed.
+pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) -> Vec<String> {
+    let params = Params::of(ed.doc(), namespace);
+    let digest = if plan.selected.iter().any(|t| t.parameterised()) {
+        params.digest()
+    } else {
+        String::new()
+    };
+    let wanted: Vec<Injected> = plan
+        .selected
+        .iter()
+        .map(|t| Injected::of(t, &digest))
+        .collect();
+    // A template recorded exactly as it would be injected now is current: its copy stays as is.
+    let current: Vec<&Injected> = wanted
+        .iter()
+        .filter(|w| plan.previous.templates.contains(w))
+        .collect();
+    let mut removed_volume = false;
+    for kind in Kind::ALL {
+        let stale: Vec<&str> = plan
+            .previous
+            .templates
+            .iter()
+            .flat_map(|r| kind.of_record(r))
+            .map(String::as_str)
+            .filter(|n| {
+                !current
+                    .iter()
+                    .any(|w| kind.of_record(w).iter().any(|c| c == n))
+            })
+            .collect();
+        let removed = remove_named(ed, kind.path(), &stale);
+        removed_volume |= removed && kind == Kind::Volume;
+    }
+    for t in &plan.selected {
+        for kind in Kind::ALL {
+            add_missing(ed, kind, t, &params);
+        }
+    }
+    if removed_volume {
+        drop_empty_list(ed, ksvc::VOLUMES);
+    }
+    let warnings = changes(&plan.previous, &wanted);
+    write_status(ed, &Status { templates: wanted });
+    warnings
+}
+
+fn changes(previous: &Status, wanted: &[Injected]) -> Vec<String> {
+    previous
+        .templates
+        .iter()
+        .filter_map(|r| match wanted.iter().find(|w| w.name == r.name) {
+            Some(w) if w.hash != r.hash => Some(format!(
+                "sidecar template {:?} changed in the catalogue: its containers were replaced",
+                r.name
+            )),
+            Some(w) if w != r => Some(format!(
+                "sidecar template {:?} was filled in again with the KService's current name",
+                r.name
+            )),
+            Some(_) => None,
+            None => Some(format!(
+                "sidecar template {:?} is no longer selected: its containers were removed",
+                r.name
+            )),
+        })
+        .collect()
+}
+
+/// Append each of `t`'s items of `kind` that the object does not hold yet, filled from `params`.
+fn add_missing(ed: &mut Editor, kind: Kind, t: &Template, params: &Params) {
+    let (items, holes) = match kind {
+        Kind::Container => (&t.containers, &t.container_holes),
+        Kind::Volume => (&t.volumes, &t.volume_holes),
+    };
+    for (item, holes) in items.iter().zip(holes) {
+        let name = item.get("name").and_then(Value::as_str).unwrap_or_default();
+        if position(ed.doc(), kind.path(), name).is_none() {
+            ed.push(kind.path(), params::fill(item, holes, params));
+        }
+    }
+}
+
+fn position(doc: &Value, path: &[&str], name: &str) -> Option<usize> {
+    ksvc::get(doc, path)
+        .and_then(Value::as_array)?
+        .iter()
+        .position(|v| v.get("name").and_then(Value::as_str) == Some(name))
+}
+
+/// Remove every item of the list at `path` named in `names`; whether any was removed.
+fn remove_named(ed: &mut Editor, path: &[&str], names: &[&str]) -> bool {
+    let Some(items) = ksvc::get(ed.doc(), path).and_then(Value::as_array) else {
+        return false;
+    };
+    let doomed: Vec<usize> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| {
+            v.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| names.contains(&n))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    // Later indexes first, so the earlier ones stay valid.
+    for i in doomed.iter().rev() {
+        let at = i.to_string();
+        ed.remove(&[path, &[at.as_str()]].concat());
+    }
+    !doomed.is_empty()
+}
+
+/// A list the webhook emptied was created by it: empty means absent.
+fn drop_empty_list(ed: &mut Editor, path: &[&str]) {
+    if ksvc::get(ed.doc(), path)
+        .and_then(Value::as_array)
+        .is_some_and(Vec::is_empty)
+    {
+        ed.remove(path);
+    }
+}
+
+fn write_status(ed: &mut Editor, status: &Status) {
+    let path = [ksvc::ANNOTATIONS, &[keys::ANNOTATION_SIDECAR_STATUS]].concat();
+    if status.templates.is_empty() {
+        ed.remove(&path);
+    } else {
+        let text = serde_json::to_string(status).unwrap_or_default();
+        ed.set(&path, Value::from(text));
+    }
+}
+
+/// Remove everything the status record lists, and the record. Returns `false` (and changes
+/// nothing) when the record cannot be read.
+pub fn strip(ed: &mut Editor) -> bool {
+    let Ok(status) = Status::read(ed.doc()) else {
+        return false;
+    };
+    for kind in Kind::ALL {
+        let names: Vec<&str> = status
+            .templates
+            .iter()
+            .flat_map(|r| kind.of_record(r))
+            .map(String::as_str)
+            .collect();
+        if remove_named(ed, kind.path(), &names) && kind == Kind::Volume {
+            drop_empty_list(ed, ksvc::VOLUMES);
+        }
+    }
+    ed.remove(&[ksvc::ANNOTATIONS, &[keys::ANNOTATION_SIDECAR_STATUS]].concat());
+    true
+}
+
+/// A clone of `doc.spec` without the containers and volumes the status record lists: what
+/// [`strip`] leaves of the spec, without copying the sidecars first (the spec-SHA path).
+pub fn spec_without_sidecars(doc: &Value) -> Value {
+    let spec = doc.get("spec").unwrap_or(&Value::Null);
+    match Status::read(doc) {
+        Ok(status) if !status.templates.is_empty() => pruned(
+            spec,
+            &ksvc::CONTAINERS[1..ksvc::CONTAINERS.len() - 1],
+            &status,
+        ),
+        _ => spec.clone(),
+    }
+}
+
+/// Clone `value`, pruning the lists of the pod spec at `path` below it.
+fn pruned(value: &Value, path: &[&str], status: &Status) -> Value {
+    let Value::Object(map) = value else {
+        return value.clone();
+    };
+    let mut out = Map::new();
+    for (key, item) in map {
+        let kind = match key.as_str() {
+            "containers" => Some(Kind::Container),
+            "volumes" => Some(Kind::Volume),
+            _ => None,
+        };
+        match (path.split_first(), kind, item) {
+            (Some((head, rest)), _, _) if head == key => {
+                out.insert(key.clone(), pruned(item, rest, status));
+            }
+            (None, Some(kind), Value::Array(items)) => {
+                let kept: Vec<Value> = items
+                    .iter()
+                    .filter(|i| !kind.listed(status, ksvc::container_name(i)))
+                    .cloned()
+                    .collect();
+                // A list emptied by the pruning was created by the webhook: absent.
+                if !(kept.is_empty() && !items.is_empty() && kind == Kind::Volume) {
+                    out.insert(key.clone(), Value::Array(kept));
+                }
+            }
+            _ => {
+                out.insert(key.clone(), item.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}

@@ -1,0 +1,262 @@
+//! PURE (but for [`load`]): the sidecar catalogue, its load-time checks, and sidecar injection.
+//!
+//! A catalogue is a YAML document of named templates, each a list of ordinary Kubernetes
+//! containers and the volumes they mount, plus a `default` list injected into every KService:
+//!
+//! ```yaml
+//! default: [log-shipper]
+//! templates:
+//!   log-shipper:
+//!     containers: [{name: log-shipper, image: fluent/fluent-bit:3.1, ...}]
+//!     volumes: [{name: app-logs, emptyDir: {}}]
+//! ```
+//!
+//! Containers and volumes stay `serde_json::Value`s, so fields unknown to k8s-openapi survive
+//! injection; the typed k8s-openapi views are used only to check them. A template that breaks
+//! Knative's multi-container rules is refused when the catalogue is parsed (`catalogue.rs`), never
+//! at admission. [`plan`] selects the templates for a KService and checks them against it;
+//! [`converge`] edits its containers and volumes to match and records what it injected in the
+//! `sidecar.flyte.org/status` annotation; [`strip`] takes exactly that away again.
+//!
+//! Only [`load`] touches the file system; everything else is pure and reads no clock.
+
+mod catalogue;
+mod inject;
+mod params;
+mod select;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::spec_sha::{canonical_json, spec_sha};
+
+pub use inject::{Injected, Plan, Status, converge, spec_without_sidecars, strip};
+pub use params::Params;
+pub use select::plan;
+
+/// One thing wrong with a catalogue, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Where, e.g. `templates.log-shipper.containers[0].ports`.
+    pub path: String,
+    /// What is wrong and, where it helps, what to do instead.
+    pub problem: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.problem)
+    }
+}
+
+/// A catalogue that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogueError {
+    #[error("sidecar catalogue is not valid YAML")]
+    Yaml(#[source] serde_yaml::Error),
+    #[error("sidecar catalogue does not have the expected shape")]
+    Shape(#[source] serde_json::Error),
+    #[error("sidecar catalogue has {} problem(s):\n{}", .0.len(), list(.0))]
+    Invalid(Vec<Problem>),
+}
+
+fn list(problems: &[Problem]) -> String {
+    let lines: Vec<String> = problems.iter().map(|p| format!("- {p}")).collect();
+    lines.join("\n")
+}
+
+/// A catalogue file that cannot be read or used.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read sidecar catalogue {}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("sidecar catalogue {} is not UTF-8 text", .path.display())]
+    NotUtf8 { path: PathBuf },
+    #[error("cannot use sidecar catalogue {}", .path.display())]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: CatalogueError,
+    },
+}
+
+pub type Result<T, E = CatalogueError> = std::result::Result<T, E>;
+
+/// One named template, checked and ready to inject.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    /// The name the `sidecar.flyte.org/inject` annotation selects it by.
+    pub name: String,
+    /// Free text for people; neither injected nor hashed.
+    pub description: Option<String>,
+    /// The containers, as written (parameters not yet filled).
+    pub containers: Vec<Value>,
+    /// The volumes the containers mount, as written.
+    pub volumes: Vec<Value>,
+    /// 16 hex characters of SHA-256 over the canonical JSON of `{containers, volumes}`.
+    pub hash: String,
+    /// The container names, in order.
+    pub container_names: Vec<String>,
+    /// The volume names, in order.
+    pub volume_names: Vec<String>,
+    /// Where each container's placeholders are (parallel to `containers`).
+    container_holes: Vec<Vec<Vec<params::Step>>>,
+    /// Where each volume's placeholders are (parallel to `volumes`).
+    volume_holes: Vec<Vec<Vec<params::Step>>>,
+}
+
+impl Template {
+    /// Whether any string holds a `{{ .Param }}` placeholder.
+    pub fn parameterised(&self) -> bool {
+        [&self.container_holes, &self.volume_holes]
+            .iter()
+            .any(|holes| holes.iter().any(|h| !h.is_empty()))
+    }
+}
+
+/// A checked sidecar catalogue. The empty catalogue (the default) injects nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Catalogue {
+    templates: BTreeMap<String, Template>,
+    default: Vec<String>,
+    fingerprint: String,
+}
+
+/// The catalogue file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCatalogue {
+    #[serde(default)]
+    default: Vec<String>,
+    #[serde(default)]
+    templates: BTreeMap<String, RawTemplate>,
+}
+
+/// One template as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTemplate {
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    containers: Vec<Value>,
+    #[serde(default)]
+    volumes: Vec<Value>,
+}
+
+impl Catalogue {
+    /// Parse and check a catalogue; every problem is listed, each with its path. An empty
+    /// document is the empty catalogue.
+    pub fn parse(text: &str) -> Result<Self> {
+        let doc: Value = serde_yaml::from_str(text).map_err(CatalogueError::Yaml)?;
+        let fingerprint = fingerprint_of(&doc);
+        let raw: RawCatalogue = match doc {
+            Value::Null => RawCatalogue::default(),
+            doc => serde_json::from_value(doc).map_err(CatalogueError::Shape)?,
+        };
+        let problems = catalogue::check(&raw.templates, &raw.default);
+        if !problems.is_empty() {
+            return Err(CatalogueError::Invalid(problems));
+        }
+        let templates = raw
+            .templates
+            .into_iter()
+            .map(|(name, t)| {
+                let mut template = build(&name, t.containers, t.volumes);
+                template.description = t.description;
+                (name, template)
+            })
+            .collect();
+        let mut default: Vec<String> = Vec::new();
+        for name in raw.default {
+            if !default.contains(&name) {
+                default.push(name);
+            }
+        }
+        Ok(Self {
+            templates,
+            default,
+            fingerprint,
+        })
+    }
+
+    /// SHA-256 (hex) of the canonical JSON of the parsed document: equal for catalogues that
+    /// differ only in comments, key order or formatting. A poller compares it to tell a change.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// The template called `name`.
+    pub fn get(&self, name: &str) -> Option<&Template> {
+        self.templates.get(name)
+    }
+
+    /// Every template name, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.templates.keys().map(String::as_str)
+    }
+
+    /// The templates every KService gets unless it opts out, in the catalogue's order.
+    pub fn default_names(&self) -> &[String] {
+        &self.default
+    }
+
+    /// Whether the catalogue holds no template.
+    pub fn is_empty(&self) -> bool {
+        self.templates.is_empty()
+    }
+}
+
+fn build(name: &str, containers: Vec<Value>, volumes: Vec<Value>) -> Template {
+    let name_of = |v: &Value| {
+        v.get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let body = json!({"containers": containers, "volumes": volumes});
+    Template {
+        name: name.to_string(),
+        description: None,
+        hash: spec_sha(&body),
+        container_names: containers.iter().map(name_of).collect(),
+        volume_names: volumes.iter().map(name_of).collect(),
+        container_holes: containers.iter().map(params::holes).collect(),
+        volume_holes: volumes.iter().map(params::holes).collect(),
+        containers,
+        volumes,
+    }
+}
+
+fn fingerprint_of(doc: &Value) -> String {
+    hex::encode(Sha256::digest(canonical_json(doc).as_bytes()))
+}
+
+/// SHA-256 (hex) of raw file bytes: lets a poller skip parsing when the bytes did not change.
+pub fn content_hash(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Read and parse the catalogue file at `path` (the only I/O of this module).
+pub fn load(path: &Path) -> Result<Catalogue, LoadError> {
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 {
+        path: path.to_path_buf(),
+    })?;
+    Catalogue::parse(&text).map_err(|source| LoadError::Invalid {
+        path: path.to_path_buf(),
+        source,
+    })
+}

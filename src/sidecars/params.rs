@@ -1,0 +1,214 @@
+//! PURE: the `{{ .Param }}` placeholders of sidecar templates, filled from the KService.
+//!
+//! Placeholders follow Go template spelling (`{{ .Namespace }}`, spaces optional) and may appear
+//! in any string value of a template except names. Unknown or unterminated placeholders are
+//! refused when the catalogue is parsed, so filling one in never fails.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::ksvc;
+
+/// The placeholders a template may use.
+pub const NAMES: [&str; 5] = [".Namespace", ".Name", ".Project", ".Domain", ".AppName"];
+
+/// Values filled into a template for one KService.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Params {
+    /// `{{ .Namespace }}`: the namespace the KService lives in.
+    pub namespace: String,
+    /// `{{ .Name }}`: the KService's `metadata.name` (empty for a `generateName` on CREATE).
+    pub name: String,
+    /// `{{ .Project }}`: the `flyte.org/project` label of a managed app, else empty.
+    pub project: String,
+    /// `{{ .Domain }}`: the `flyte.org/domain` label of a managed app, else empty.
+    pub domain: String,
+    /// `{{ .AppName }}`: the `flyte.org/app-name` label of a managed app, else the KService name.
+    pub app_name: String,
+}
+
+impl Params {
+    /// The values of `doc` as it stands (after the webhook set its name), in `namespace`.
+    pub fn of(doc: &Value, namespace: &str) -> Self {
+        let name = ksvc::name(doc).to_string();
+        match ksvc::identity(doc) {
+            Some(id) => Self {
+                namespace: namespace.to_string(),
+                name,
+                project: id.project,
+                domain: id.domain,
+                app_name: id.name,
+            },
+            None => Self {
+                namespace: namespace.to_string(),
+                app_name: name.clone(),
+                name,
+                ..Self::default()
+            },
+        }
+    }
+
+    /// A short digest of the values, recorded with a parameterised template so that a change
+    /// (a `generateName` that got its name) fills the template in again.
+    pub fn digest(&self) -> String {
+        let values = [
+            &self.namespace,
+            &self.name,
+            &self.project,
+            &self.domain,
+            &self.app_name,
+        ];
+        crate::spec_sha::spec_sha(&serde_json::json!(values))
+    }
+
+    fn lookup(&self, key: &str) -> Option<&str> {
+        match key {
+            ".Namespace" => Some(&self.namespace),
+            ".Name" => Some(&self.name),
+            ".Project" => Some(&self.project),
+            ".Domain" => Some(&self.domain),
+            ".AppName" => Some(&self.app_name),
+            _ => None,
+        }
+    }
+}
+
+/// `text` with every placeholder replaced by `lookup`; `Err` names the first bad placeholder.
+pub fn expand<'t, 'p>(
+    text: &'t str,
+    lookup: impl Fn(&str) -> Option<&'p str>,
+) -> Result<Cow<'t, str>, String> {
+    if !has_open(text) {
+        return Ok(Cow::Borrowed(text));
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else {
+            return Err(format!(
+                "has an unterminated placeholder {:?}",
+                &rest[open..]
+            ));
+        };
+        let key = after[..close].trim();
+        match lookup(key) {
+            Some(value) => out.push_str(value),
+            None => {
+                return Err(format!(
+                    "uses the unknown placeholder {{{{ {key} }}}}; use one of {}",
+                    NAMES.map(|n| format!("{{{{ {n} }}}}")).join(", ")
+                ));
+            }
+        }
+        rest = &after[close + 2..];
+    }
+    out.push_str(rest);
+    Ok(Cow::Owned(out))
+}
+
+/// Why `text` has a bad placeholder, or `None`.
+pub fn problem(text: &str) -> Option<String> {
+    expand(text, |key| NAMES.contains(&key).then_some("")).err()
+}
+
+/// One step from a value to a string inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Where the placeholders of a template item are: the paths of its strings holding `{{`.
+/// Found once at load, so filling an item in is a clone plus a few string replacements.
+pub fn holes(value: &Value) -> Vec<Vec<Step>> {
+    fn walk(value: &Value, at: &mut Vec<Step>, out: &mut Vec<Vec<Step>>) {
+        match value {
+            Value::String(s) if has_open(s) => out.push(at.clone()),
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    at.push(Step::Index(i));
+                    walk(item, at, out);
+                    at.pop();
+                }
+            }
+            Value::Object(map) => {
+                for (key, item) in map {
+                    at.push(Step::Key(key.clone()));
+                    walk(item, at, out);
+                    at.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(value, &mut Vec::new(), &mut out);
+    out
+}
+
+fn has_open(text: &str) -> bool {
+    text.contains("{{")
+}
+
+/// `item` with the strings at `holes` filled from `params`.
+pub fn fill(item: &Value, holes: &[Vec<Step>], params: &Params) -> Value {
+    let mut value = item.clone();
+    for hole in holes {
+        let slot = hole.iter().try_fold(&mut value, |node, step| match step {
+            Step::Key(key) => node.get_mut(key.as_str()),
+            Step::Index(i) => node.get_mut(*i),
+        });
+        if let Some(Value::String(text)) = slot
+            && let Ok(Cow::Owned(filled)) = expand(text, |k| params.lookup(k))
+        {
+            *text = filled;
+        }
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn placeholders_are_filled() {
+        let params = Params {
+            namespace: "ns".into(),
+            name: "app-p-d".into(),
+            project: "p".into(),
+            domain: "d".into(),
+            app_name: "app".into(),
+        };
+        let v = json!({"args": ["--tag={{ .Project }}/{{.Domain}}/{{ .AppName }}", 3],
+                       "env": [{"value": "{{ .Name }}.{{ .Namespace }}"}]});
+        assert_eq!(holes(&v).len(), 2);
+        assert_eq!(
+            fill(&v, &holes(&v), &params),
+            json!({"args": ["--tag=p/d/app", 3], "env": [{"value": "app-p-d.ns"}]})
+        );
+    }
+
+    #[test]
+    fn bad_placeholders_are_named() {
+        assert_eq!(problem("plain"), None);
+        assert_eq!(problem("{{ .Name }}-x"), None);
+        assert!(
+            problem("{{ .Nope }}")
+                .unwrap()
+                .contains("unknown placeholder {{ .Nope }}")
+        );
+        assert!(problem("a {{ .Name").unwrap().contains("unterminated"));
+    }
+
+    #[test]
+    fn unmanaged_app_name_is_the_name() {
+        let doc = json!({"metadata": {"name": "web"}});
+        let p = Params::of(&doc, "ns");
+        assert_eq!((p.app_name.as_str(), p.project.as_str()), ("web", ""));
+    }
+}

@@ -1,0 +1,174 @@
+//! Property tests of sidecar injection over generated KServices and selections: injecting twice
+//! is injecting once (empty second patch), the patch replays, uninject(inject(x)) = x, and a
+//! catalogue change converges to what a fresh injection gives.
+
+#![allow(clippy::unwrap_used)] // test helpers may panic
+
+use std::sync::Arc;
+
+use ksvc_webhook::admission::{self, Decision, GroupVersionKind, Policy, Request};
+use ksvc_webhook::edit::Editor;
+use ksvc_webhook::{mutate, naming};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const CATALOGUE: &str = r#"
+default: [shipper]
+templates:
+  shipper:
+    containers:
+      - name: log-shipper
+        image: fluent/fluent-bit:3.1
+        env: [{name: TAGS, value: "{{ .Namespace }}/{{ .Name }}/{{ .AppName }}"}]
+        volumeMounts: [{name: app-logs, mountPath: /var/log/app}]
+    volumes: [{name: app-logs, emptyDir: {}}]
+  proxy:
+    containers:
+      - {name: auth-proxy, image: "oauth2-proxy:7", args: ["--client-id={{ .Project }}-{{ .Domain }}"]}
+  metrics:
+    containers:
+      - name: metrics-agent
+        image: otel/opentelemetry-collector:0.110.0
+        volumeMounts: [{name: otel-config, mountPath: /etc/otel, readOnly: true}]
+      - {name: metrics-helper, image: "busybox:1"}
+    volumes: [{name: otel-config, configMap: {name: otel}}]
+"#;
+
+fn policy(text: &str) -> Policy {
+    Policy {
+        sidecars: Arc::new(ksvc_webhook::sidecars::Catalogue::parse(text).unwrap()),
+        ..Policy::default()
+    }
+}
+
+fn decide(op: &str, object: Value, policy: &Policy) -> Decision {
+    let old = (op == "UPDATE").then(|| object.clone());
+    let d = admission::decide(
+        Request {
+            uid: "p".into(),
+            kind: Some(GroupVersionKind {
+                group: "serving.knative.dev".into(),
+                version: "v1".into(),
+                kind: "Service".into(),
+            }),
+            operation: op.into(),
+            namespace: Some("ns".into()),
+            object: Some(object.clone()),
+            old_object: old,
+            ..Request::default()
+        },
+        policy,
+    );
+    assert!(d.allowed, "{}", d.message());
+    let mut replayed = object;
+    json_patch::patch(&mut replayed, &d.ops).unwrap();
+    assert_eq!(Some(&replayed), d.object.as_ref(), "the patch replays");
+    d
+}
+
+fn container(i: usize, port: bool, env: bool, extra: bool) -> Value {
+    let mut c = json!({"name": format!("c{i}"), "image": format!("img:{i}")});
+    if port {
+        c["ports"] = json!([{"containerPort": 8080}]);
+    }
+    if env {
+        c["env"] = json!([{"name": "A", "value": "1"}]);
+    }
+    if extra {
+        c["futureField"] = json!({"k": [1, null]});
+    }
+    c
+}
+
+prop_compose! {
+    fn kservice()(
+        name in "[a-z][a-z0-9]{0,8}",
+        managed in any::<bool>(),
+        stopped in any::<bool>(),
+        shapes in prop::collection::vec((any::<bool>(), any::<bool>()), 1..4),
+        port_at in 0usize..3,
+        volumes in 0usize..3,
+        selection in prop_oneof![
+            Just(None),
+            Just(Some("none".to_string())),
+            prop::sample::subsequence(vec!["proxy", "metrics", "shipper"], 0..=3)
+                .prop_map(|names| Some(names.join(","))),
+        ],
+        user_annotation in any::<bool>(),
+    ) -> Value {
+        let port_at = port_at % shapes.len();
+        let containers: Vec<Value> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, (env, extra))| container(i, i == port_at, *env, *extra))
+            .collect();
+        let mut obj = json!({
+            "apiVersion": "serving.knative.dev/v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"template": {"spec": {"containers": containers}}},
+        });
+        if volumes > 0 {
+            let vs: Vec<Value> = (0..volumes).map(|i| json!({"name": format!("v{i}"), "emptyDir": {}})).collect();
+            obj["spec"]["template"]["spec"]["volumes"] = Value::from(vs);
+        }
+        if managed {
+            obj["metadata"]["labels"] = json!({"flyte.org/project": "p", "flyte.org/domain": "d", "flyte.org/app-name": name});
+            obj["metadata"]["name"] = json!(naming::app_name("p", "d", &name).name);
+        }
+        if stopped {
+            obj["metadata"]["labels"]["flyte.org/app-stopped"] = json!("true");
+        }
+        if let Some(selection) = selection {
+            obj["metadata"]["annotations"] = json!({"sidecar.flyte.org/inject": selection});
+        }
+        if user_annotation {
+            obj["metadata"]["annotations"]["team"] = json!("web");
+        }
+        obj
+    }
+}
+
+proptest! {
+    #[test]
+    fn inject_twice_is_inject_once(x in kservice()) {
+        let p = policy(CATALOGUE);
+        let once = decide("CREATE", x, &p).object.unwrap();
+        let twice = decide("UPDATE", once.clone(), &p);
+        prop_assert!(twice.ops.is_empty(), "{:?}", twice.ops);
+        prop_assert!(twice.warnings.is_empty(), "{:?}", twice.warnings);
+        prop_assert_eq!(twice.object.unwrap(), once);
+    }
+
+    #[test]
+    fn uninject_of_inject_is_identity(x in kservice()) {
+        let mut injected = decide("CREATE", x.clone(), &policy(CATALOGUE)).object.unwrap();
+        prop_assert_eq!(&mutate::user_spec(&injected), &mutate::user_spec(&x));
+        let mut ed = Editor::new(&mut injected);
+        prop_assert!(mutate::strip(&mut ed));
+        prop_assert_eq!(injected, x);
+    }
+
+    #[test]
+    fn a_catalogue_change_converges_like_a_fresh_injection(x in kservice()) {
+        let changed = CATALOGUE
+            .replace("fluent-bit:3.1", "fluent-bit:3.2")
+            .replace("busybox:1", "busybox:2");
+        let (old, new) = (policy(CATALOGUE), policy(&changed));
+        let upgraded = decide("UPDATE", decide("CREATE", x.clone(), &old).object.unwrap(), &new)
+            .object
+            .unwrap();
+        let fresh = decide("CREATE", x, &new).object.unwrap();
+        // The same containers and volumes (an upgraded copy may move to the end) and status.
+        let sorted = |o: &Value, list: &str| {
+            let mut items = o["spec"]["template"]["spec"][list].as_array().cloned().unwrap_or_default();
+            items.sort_by_key(|i| i["name"].as_str().unwrap_or_default().to_string());
+            items
+        };
+        for list in ["containers", "volumes"] {
+            prop_assert_eq!(sorted(&upgraded, list), sorted(&fresh, list));
+        }
+        prop_assert_eq!(&upgraded["metadata"], &fresh["metadata"]);
+        prop_assert!(decide("UPDATE", upgraded, &new).ops.is_empty());
+    }
+}
