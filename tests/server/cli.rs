@@ -35,7 +35,7 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
     );
     let ca = std::fs::read_to_string(certs.join("ca.crt")).unwrap();
 
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args([
             "serve",
             "--listen",
@@ -49,7 +49,8 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let addr = listen_addr(child.stdout.take().unwrap());
+    let mut child = KillOnDrop(Some(child));
+    let addr = listen_addr(child.get().stdout.take().unwrap());
     let mut conn = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
     let sent = review("cli-1", 10);
     let (status, body) = conn.review(sent.clone()).await.unwrap();
@@ -57,7 +58,7 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
     assert_eq!(conn.get("/readyz").await.0, StatusCode::OK);
 
     let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.get().id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
@@ -74,11 +75,29 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
     let (status, body) = conn.review(sent.clone()).await.unwrap();
     harness::assert_answer("cli-2", &sent, status, &body);
     drop(conn);
-    let status = tokio::task::spawn_blocking(move || child.wait())
+    let status = tokio::task::spawn_blocking(move || child.get().wait())
         .await
         .unwrap()
         .unwrap();
     assert!(status.success(), "{status}");
+}
+
+/// Kills the server if the test fails before it exits on its own.
+struct KillOnDrop(Option<std::process::Child>);
+
+impl KillOnDrop {
+    fn get(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().unwrap()
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// The HTTPS address from the `serving admission reviews listen=…` log line.
