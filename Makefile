@@ -1,7 +1,7 @@
 # The two commands: `make run` (the main job, no cluster needed) and `make test` (every check).
 CARGO ?= cargo
 
-.PHONY: run demo test fmt clippy unit bench manifests-check image certs bench-load
+.PHONY: run demo test fmt clippy unit bench bench-core bench-load manifests-check image certs
 
 BIN := ./target/release/ksvc-webhook
 
@@ -26,6 +26,12 @@ demo:
 # A CA and serving certificate for the in-cluster Service, into certs/ (git-ignored).
 certs:
 	$(CARGO) run --release --quiet -- certs --service ksvc-webhook --namespace ksvc-system --out certs
+
+# Benchmarks: the criterion benches of the core, then the HTTPS load run.
+bench: bench-core bench-load
+
+bench-core:
+	$(CARGO) bench --bench review --bench sidecars --bench watch
 
 # HTTPS load benchmark of the server with oha (see README "Server performance").
 bench-load:

@@ -76,7 +76,9 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     let mut watch = watch::spawn(&args.watch);
     if !args.watch.no_watch {
         server.merge_routes(watch.router());
-        server.readiness().register("watch-cache-synced", watch.synced.clone());
+        server
+            .readiness()
+            .register("watch-cache-synced", watch.synced.clone());
         watch.register_metrics(server.registry_mut());
     }
     let certificates = manage_certificates(&args, &options, &watch).await?;

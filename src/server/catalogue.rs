@@ -61,7 +61,9 @@ impl CatalogueReloader {
     pub async fn check(&mut self) -> Checked {
         let bytes = match tokio::fs::read(&self.path).await {
             Ok(bytes) => bytes,
-            Err(err) => return self.rejected(format!("cannot read {}: {err}", self.path.display())),
+            Err(err) => {
+                return self.rejected(format!("cannot read {}: {err}", self.path.display()));
+            }
         };
         let hash = sidecars::content_hash(&bytes);
         if hash == self.last_seen {
@@ -73,12 +75,19 @@ impl CatalogueReloader {
             .map_err(|_| "not UTF-8 text".to_string())
             .and_then(|text| Catalogue::parse(text).map_err(|e| e.to_string()));
         match parsed {
+            Ok(catalogue)
+                if catalogue.fingerprint() == self.policy.load().sidecars.fingerprint() =>
+            {
+                Checked::Unchanged
+            }
             Ok(catalogue) => {
                 let templates = catalogue.names().count();
                 let mut next = Policy::clone(&self.policy.load());
                 next.sidecars = Arc::new(catalogue);
                 self.policy.store(Arc::new(next));
-                self.reloads.get_or_create(&ResultLabel { result: "ok" }).inc();
+                self.reloads
+                    .get_or_create(&ResultLabel { result: "ok" })
+                    .inc();
                 Checked::Reloaded { templates }
             }
             Err(err) => self.rejected(err),
@@ -86,7 +95,9 @@ impl CatalogueReloader {
     }
 
     fn rejected(&self, reason: String) -> Checked {
-        self.reloads.get_or_create(&ResultLabel { result: "error" }).inc();
+        self.reloads
+            .get_or_create(&ResultLabel { result: "error" })
+            .inc();
         Checked::Rejected(reason)
     }
 
@@ -109,5 +120,55 @@ impl CatalogueReloader {
                 ),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str =
+        "templates:\n  agent:\n    containers:\n      - name: agent\n        image: agent:1\n";
+
+    #[tokio::test]
+    async fn a_changed_valid_catalogue_is_swapped_in_and_a_broken_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sidecars.yaml");
+        std::fs::write(&path, ONE).unwrap();
+        let policy = Arc::new(ArcSwap::from_pointee(Policy {
+            sidecars: Arc::new(Catalogue::parse(ONE).unwrap()),
+            ..Policy::default()
+        }));
+        let mut registry = Registry::default();
+        let mut reloader = CatalogueReloader::new(path.clone(), policy.clone(), &mut registry);
+        assert_eq!(
+            reloader.check().await,
+            Checked::Unchanged,
+            "same content as at start"
+        );
+
+        std::fs::write(&path, ONE.replace("agent:1", "agent:2")).unwrap();
+        assert_eq!(reloader.check().await, Checked::Reloaded { templates: 1 });
+        let swapped = policy.load().sidecars.fingerprint().to_string();
+
+        std::fs::write(&path, "templates: [not, a, map]").unwrap();
+        assert!(matches!(reloader.check().await, Checked::Rejected(_)));
+        assert_eq!(
+            policy.load().sidecars.fingerprint(),
+            swapped,
+            "the old one keeps serving"
+        );
+        assert_eq!(reloader.check().await, Checked::Unchanged, "reported once");
+
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains("ksvc_webhook_sidecar_catalogue_reloads_total{result=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ksvc_webhook_sidecar_catalogue_reloads_total{result=\"error\"} 1"),
+            "{text}"
+        );
     }
 }

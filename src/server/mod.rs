@@ -11,12 +11,12 @@
 //! - [`Server::readiness`] → [`Readiness::gate`]: a named flag `/readyz` waits for.
 //! - [`Server::registry_mut`]: the Prometheus registry `/metrics` encodes.
 
+pub mod catalogue;
 mod listen;
 pub mod metrics;
 pub mod readiness;
 pub mod routes;
 pub mod shutdown;
-pub mod catalogue;
 pub mod tls;
 
 use std::net::SocketAddr;
