@@ -40,7 +40,7 @@ pub enum Command {
     /// Stop, start, inspect or update an app's KService in the current kubeconfig's cluster.
     App(AppArgs),
     /// Serve admission reviews over HTTPS (plus health and metrics).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Generate a CA and a serving certificate for the webhook Service.
     Certs(CertsArgs),
 }

@@ -17,7 +17,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Name(args) => offline::name(&args),
         Command::Sha(args) => offline::sha(&args),
         Command::App(args) => app::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Certs(args) => certs::run(args),
     }
 }

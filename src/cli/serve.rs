@@ -115,9 +115,12 @@ async fn manage_certificates(
         return Ok(None);
     }
     let timeout = Duration::from_secs(args.watch.api_timeout_seconds.max(1));
-    let client = watch::connect(&args.watch, timeout)
-        .await
-        .map_err(|e| anyhow::anyhow!("self-managed certificates need the cluster: {e}"))?;
+    let client = watch::connect(&args.watch, timeout).await.map_err(|e| {
+        anyhow::anyhow!(
+            "self-managed certificates need the cluster (pass --self-managed-certs=false to \
+                 serve the files in --tls-dir/--tls-cert instead): {e}"
+        )
+    })?;
     let leader = if args.watch.no_watch {
         tokio::sync::watch::channel(true).1
     } else {

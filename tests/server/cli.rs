@@ -42,6 +42,10 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
             "127.0.0.1:0",
             "--drain-period",
             "2s",
+            // No cluster here: serve the generated files, without the watch loop (whose
+            // unsynced cache would hold readiness back).
+            "--self-managed-certs=false",
+            "--no-watch",
             "--tls-dir",
         ])
         .arg(&certs)
