@@ -71,8 +71,11 @@ for name, size in (("2k", 2048), ("200k", 200 * 1024)):
         f.write(review(size))
 PY
 
-env ${SERVER_ENV:-} RUST_LOG="${RUST_LOG:-info}" taskset -c "$SERVER_CPU" "$BIN" serve --listen "127.0.0.1:$PORT" \
-  --tls-dir "$WORK/certs" --log-format json ${SERVER_ARGS:-} >"$WORK/server.log" 2>&1 &
+# No cluster here: certificates from files, no watch loop (its cache would never sync, and
+# /readyz waits for it). Memory as the Deployment runs it (mimalloc commits on demand).
+env MIMALLOC_ARENA_EAGER_COMMIT=0 ${SERVER_ENV:-} RUST_LOG="${RUST_LOG:-info}" taskset -c "$SERVER_CPU" \
+  "$BIN" serve --listen "127.0.0.1:$PORT" --tls-dir "$WORK/certs" --log-format json \
+  --self-managed-certs=false --no-watch ${SERVER_ARGS:-} >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 URL="https://ksvc-webhook.ksvc-system.svc:$PORT/mutate"
 CONNECT_TO="ksvc-webhook.ksvc-system.svc:$PORT:127.0.0.1:$PORT"
