@@ -18,6 +18,7 @@ pub mod mutate;
 pub mod naming;
 pub mod pki;
 pub mod rbac;
+pub mod report;
 pub mod server;
 pub mod sidecars;
 pub mod spec_sha;

@@ -24,6 +24,7 @@ use super::plan::{self, Plan, Policy};
 use super::state::{self, SecretData};
 use super::{CertArgs, Error, FILE_CA_CRT, FILE_TLS_CRT, FILE_TLS_KEY, Result, issue};
 use crate::pki;
+use crate::report::error_chain;
 
 /// Writes planned per round before giving up on a Secret that keeps changing under us.
 const MAX_STEPS: usize = 6;
@@ -278,7 +279,7 @@ impl Manager {
                     return Ok(());
                 }
                 Err(e) if tokio::time::Instant::now() + backoff < deadline => {
-                    warn!(error = %chain(&e), retry_in = ?backoff, "certificates not ready yet");
+                    warn!(error = %error_chain(&e), retry_in = ?backoff, "certificates not ready yet");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
@@ -308,7 +309,7 @@ impl Manager {
                     info!(steps = ?s.steps, files_changed = s.files_changed, bundle_published = s.bundle_published, leader = is_leader, "certificates synced")
                 }
                 Err(e) => {
-                    warn!(error = %chain(&e), leader = is_leader, "certificate sync failed; retrying next round")
+                    warn!(error = %error_chain(&e), leader = is_leader, "certificate sync failed; retrying next round")
                 }
             }
         }
@@ -347,16 +348,4 @@ pub async fn start(
 
 fn api(call: &'static str, source: kube::Error) -> Error {
     Error::Api { call, source }
-}
-
-/// An error and its sources on one line, for a log field.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(source) = next {
-        out.push_str(": ");
-        out.push_str(&source.to_string());
-        next = source.source();
-    }
-    out
 }

@@ -18,6 +18,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
 use super::metrics::Metrics;
+use crate::report::error_chain;
 
 /// Errors while loading a certificate pair or building the TLS configuration.
 #[derive(Debug, thiserror::Error)]
@@ -201,18 +202,6 @@ impl Reloader {
             }
         }
     }
-}
-
-/// An error with its sources, `: `-separated, for a log field.
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(next) = source {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        source = next.source();
-    }
-    text
 }
 
 async fn read_raw(paths: &CertPaths) -> Result<Raw> {

@@ -25,12 +25,12 @@ use tracing::Instrument;
 use super::cache::{Cache, Evaluation, service_key};
 use super::hub::{AppKey, AppRecord, Change, Hub};
 use super::kapi::{self, Backoff};
-use super::leader::error_chain;
 use super::metrics::Metrics;
 use super::plan::Action;
 use super::view::{KService, Revision};
 use super::writes::Writer;
 use crate::keys;
+use crate::report::error_chain;
 
 /// Server-side timeout of each watch request; the client's read timeout must exceed it.
 pub const WATCH_TIMEOUT_SECS: u32 = 60;

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use super::kapi::{self, status_code, timed};
 use super::metrics::Metrics;
+use crate::report::error_chain;
 
 /// Where the Lease lives, who we are, and the timings.
 #[derive(Debug, Clone)]
@@ -204,18 +205,6 @@ pub async fn release(api: &Api<Lease>, opts: &LeaseOptions) -> kapi::Result<bool
         Err(kapi::Error::Api { source, .. }) if status_code(&source) == Some(409) => Ok(false),
         Err(e) => Err(e),
     }
-}
-
-/// An error and its sources, one line.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -30,10 +30,11 @@ use tokio::task::JoinHandle;
 
 use crate::config::WatchArgs;
 use crate::rbac::ApiCall;
+use crate::report::error_chain;
 use controller::{LoopOptions, Shared};
 use hub::Hub;
 use kapi::Backoff;
-use leader::{LeaseOptions, error_chain};
+use leader::LeaseOptions;
 use metrics::Metrics;
 
 /// Every API call the loop makes (the RBAC test compares these with the manifests).

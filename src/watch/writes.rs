@@ -127,7 +127,7 @@ impl Writer {
             Ok(_) => self.metrics.write("event"),
             Err(error) => {
                 self.metrics.error("event");
-                tracing::warn!(ns, name = ksvc.name(), error = %super::leader::error_chain(&error), "event not recorded");
+                tracing::warn!(ns, name = ksvc.name(), error = %crate::report::error_chain(&error), "event not recorded");
             }
         }
     }
