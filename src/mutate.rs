@@ -56,12 +56,14 @@ pub fn endpoint_pattern(
     identity: Option<&Identity>,
     namespace: &str,
 ) -> String {
-    match identity {
-        Some(id) => {
-            let suffix = naming::render_suffix(&settings.suffix_template, &id.project, &id.domain);
-            format!("http://{{app_fqdn}}-{suffix}.{namespace}.svc.cluster.local")
-        }
-        None => format!("http://{{app_fqdn}}.{namespace}.svc.cluster.local"),
+    let suffix = identity
+        .map(|id| naming::render_suffix(&settings.suffix_template, &id.project, &id.domain))
+        .unwrap_or_default();
+    // An empty suffix (an empty template) must not leave a dangling `-` in the host, as the
+    // platform's own code does (`http://{app_fqdn}-.ns…`).
+    match suffix.as_str() {
+        "" => format!("http://{{app_fqdn}}.{namespace}.svc.cluster.local"),
+        suffix => format!("http://{{app_fqdn}}-{suffix}.{namespace}.svc.cluster.local"),
     }
 }
 
@@ -228,4 +230,47 @@ pub fn user_spec(doc: &Value) -> Value {
         .get_mut("spec")
         .map(Value::take)
         .unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_patterns_follow_the_platform_vectors() {
+        let id = Identity {
+            project: "proj".into(),
+            domain: "dev".into(),
+            name: "myapp".into(),
+        };
+        let with = |template: &str| Settings {
+            suffix_template: template.into(),
+            ..Settings::default()
+        };
+        let cases = [
+            (
+                with("{{ project }}-{{ domain }}"),
+                Some(&id),
+                "http://{app_fqdn}-proj-dev.flyte.svc.cluster.local",
+            ),
+            (
+                with("custom-{{ domain }}"),
+                Some(&id),
+                "http://{app_fqdn}-custom-dev.flyte.svc.cluster.local",
+            ),
+            (
+                with(""),
+                Some(&id),
+                "http://{app_fqdn}.flyte.svc.cluster.local",
+            ),
+            (
+                Settings::default(),
+                None,
+                "http://{app_fqdn}.flyte.svc.cluster.local",
+            ),
+        ];
+        for (settings, identity, want) in cases {
+            assert_eq!(endpoint_pattern(&settings, identity, "flyte"), want);
+        }
+    }
 }
