@@ -75,6 +75,32 @@ fn labels_only<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Value>,
     Ok(stored.map(|s| serde_json::json!({"metadata": {"labels": s.metadata.labels}})))
 }
 
+impl Request {
+    /// A request to admit `object`, a Knative Service, by `operation` (`CREATE`, `UPDATE`) in
+    /// `namespace`, as kube-apiserver would send it: what the offline CLI and the tests decide on.
+    pub fn kservice(
+        uid: &str,
+        operation: &str,
+        namespace: &str,
+        object: Value,
+        old_object: Option<Value>,
+    ) -> Self {
+        Self {
+            uid: uid.to_string(),
+            kind: Some(GroupVersionKind {
+                group: "serving.knative.dev".into(),
+                version: "v1".into(),
+                kind: "Service".into(),
+            }),
+            operation: operation.to_string(),
+            namespace: Some(namespace.to_string()),
+            object: Some(object),
+            old_object,
+            ..Self::default()
+        }
+    }
+}
+
 /// `request.kind` of a review.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct GroupVersionKind {

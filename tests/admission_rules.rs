@@ -33,19 +33,7 @@ fn managed(extra_labels: Value) -> Value {
 }
 
 fn request(op: &str, object: Value, old: Option<Value>) -> Request {
-    Request {
-        uid: "u-1".into(),
-        kind: Some(GroupVersionKind {
-            group: "serving.knative.dev".into(),
-            version: "v1".into(),
-            kind: "Service".into(),
-        }),
-        operation: op.into(),
-        namespace: Some("default".into()),
-        object: Some(object),
-        old_object: old,
-        ..Request::default()
-    }
+    Request::kservice("u-1", op, "default", object, old)
 }
 
 fn create(object: Value) -> Decision {

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
-use ksvc_webhook::admission::{self, Decision, GroupVersionKind, Policy, Request};
+use ksvc_webhook::admission::{self, Decision, Policy, Request};
 use ksvc_webhook::edit::Editor;
 use ksvc_webhook::mutate;
 use proptest::prelude::*;
@@ -116,19 +116,7 @@ fn kservice() -> impl Strategy<Value = Value> {
 }
 
 fn request(op: &str, object: Value, old: Option<Value>) -> Request {
-    Request {
-        uid: "u".into(),
-        kind: Some(GroupVersionKind {
-            group: "serving.knative.dev".into(),
-            version: "v1".into(),
-            kind: "Service".into(),
-        }),
-        operation: op.into(),
-        namespace: Some("ns1".into()),
-        object: Some(object),
-        old_object: old,
-        ..Request::default()
-    }
+    Request::kservice("u", op, "ns1", object, old)
 }
 
 fn admit(op: &str, object: &Value, old: Option<&Value>) -> Decision {

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use ksvc_webhook::admission::{self, Decision, GroupVersionKind, Policy, Request};
+use ksvc_webhook::admission::{self, Decision, Policy, Request};
 use ksvc_webhook::edit::Editor;
 use ksvc_webhook::{mutate, naming};
 use proptest::prelude::*;
@@ -44,19 +44,7 @@ fn policy(text: &str) -> Policy {
 fn decide(op: &str, object: Value, policy: &Policy) -> Decision {
     let old = (op == "UPDATE").then(|| object.clone());
     let d = admission::decide(
-        Request {
-            uid: "p".into(),
-            kind: Some(GroupVersionKind {
-                group: "serving.knative.dev".into(),
-                version: "v1".into(),
-                kind: "Service".into(),
-            }),
-            operation: op.into(),
-            namespace: Some("ns".into()),
-            object: Some(object.clone()),
-            old_object: old,
-            ..Request::default()
-        },
+        Request::kservice("p", op, "ns", object.clone(), old),
         policy,
     );
     assert!(d.allowed, "{}", d.message());

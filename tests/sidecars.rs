@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
-use ksvc_webhook::admission::{self, Decision, GroupVersionKind, Policy, Request};
+use ksvc_webhook::admission::{self, Decision, Policy, Request};
 use ksvc_webhook::edit::Editor;
 use ksvc_webhook::mutate;
 use ksvc_webhook::sidecars::{Catalogue, Status};
@@ -57,19 +57,7 @@ fn ksvc(annotations: Value) -> Value {
 }
 
 fn request(op: &str, object: Value, old: Option<Value>) -> Request {
-    Request {
-        uid: "u-1".into(),
-        kind: Some(GroupVersionKind {
-            group: "serving.knative.dev".into(),
-            version: "v1".into(),
-            kind: "Service".into(),
-        }),
-        operation: op.into(),
-        namespace: Some("apps".into()),
-        object: Some(object),
-        old_object: old,
-        ..Request::default()
-    }
+    Request::kservice("u-1", op, "apps", object, old)
 }
 
 /// Decide, and check that the patch applied to the input gives the output.

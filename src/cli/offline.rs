@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::admission::{self, GroupVersionKind, Request};
+use crate::admission::{self, Request};
 use crate::config::{InputArgs, MutateArgs, NameArgs, OperationArg, ReviewArgs};
 use crate::docs::{self, Documents};
 use crate::edit::Editor;
@@ -81,19 +81,13 @@ pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
     let mut rejections = Vec::new();
     for doc in &mut input.items {
         each_kservice(doc, &mut |obj| {
-            let request = Request {
-                uid: "offline".into(),
-                kind: Some(GroupVersionKind {
-                    group: "serving.knative.dev".into(),
-                    version: "v1".into(),
-                    kind: "Service".into(),
-                }),
-                operation: operation.into(),
-                namespace: Some(args.namespace.clone()),
-                object: Some(obj.take()),
-                old_object: old.clone(),
-                ..Request::default()
-            };
+            let request = Request::kservice(
+                "offline",
+                operation,
+                &args.namespace,
+                obj.take(),
+                old.clone(),
+            );
             let shown = display_name(request.object.as_ref());
             let decision = admission::decide(request, &policy);
             for warning in &decision.warnings {
