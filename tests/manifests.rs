@@ -168,6 +168,30 @@ fn arg<'a>(c: &'a Container, flag: &str) -> Option<&'a str> {
         .find_map(|a| a.strip_prefix(prefix.as_str()))
 }
 
+/// The mount of the directory `--tls-cert` points into, and the pod volume behind it.
+fn cert_volume<'a>(
+    pod: &'a k8s_openapi::api::core::v1::PodSpec,
+    c: &'a Container,
+) -> (
+    &'a k8s_openapi::api::core::v1::VolumeMount,
+    &'a k8s_openapi::api::core::v1::Volume,
+) {
+    let dir = Path::new(arg(c, "--tls-cert").unwrap()).parent().unwrap();
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|v| Path::new(&v.mount_path) == dir)
+        .unwrap();
+    let volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    (mount, volume)
+}
+
 fn env<'a>(c: &'a Container, name: &str) -> Option<&'a k8s_openapi::api::core::v1::EnvVar> {
     c.env.iter().flatten().find(|e| e.name == name)
 }
@@ -505,18 +529,7 @@ fn the_pod_is_hardened_and_drains_before_it_is_killed() {
     let cert = arg(&c, "--tls-cert").unwrap();
     let dir = Path::new(cert).parent().unwrap();
     assert_eq!(Path::new(arg(&c, "--tls-key").unwrap()).parent(), Some(dir));
-    let mount = c
-        .volume_mounts
-        .iter()
-        .flatten()
-        .find(|v| Path::new(&v.mount_path) == dir)
-        .unwrap();
-    let volume = pod
-        .volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == mount.name)
-        .unwrap();
+    let (mount, volume) = cert_volume(pod, &c);
     assert!(volume.empty_dir.is_some() && mount.read_only != Some(true));
     // The PDB keeps one replica through drains and selects these pods.
     let pdb: PodDisruptionBudget = m.one("PodDisruptionBudget");
@@ -582,19 +595,7 @@ fn the_cert_manager_overlay_turns_self_management_off() {
         .clone();
     let secret_name = serving["spec"]["secretName"].as_str().unwrap();
     let pod = deploy.spec.template.spec.clone().unwrap();
-    let dir = Path::new(arg(&c, "--tls-cert").unwrap()).parent().unwrap();
-    let mount = c
-        .volume_mounts
-        .iter()
-        .flatten()
-        .find(|v| Path::new(&v.mount_path) == dir)
-        .unwrap();
-    let volume = pod
-        .volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == mount.name)
-        .unwrap();
+    let (_, volume) = cert_volume(&pod, &c);
     assert!(volume.empty_dir.is_none());
     assert_eq!(
         volume.secret.as_ref().unwrap().secret_name.as_deref(),
