@@ -248,19 +248,32 @@ fn create(fake: &FakeApi, path: &Path, mut obj: Value) -> Response {
     (StatusCode::CREATED, axum::Json(stored)).into_response()
 }
 
-fn replace(fake: &FakeApi, path: &Path, name: &str, mut obj: Value) -> Response {
-    let mut inner = fake.inner.lock().unwrap();
+/// The key and stored object of `name` under `path`, or the API server's 404.
+fn stored(
+    objects: &std::collections::BTreeMap<super::Key, Value>,
+    path: &Path,
+    name: &str,
+) -> Result<(super::Key, Value), Box<Response>> {
     let key = (
         path.resource.clone(),
         path.namespace.clone().unwrap_or_default(),
         name.to_owned(),
     );
-    let Some(stored) = inner.objects.get(&key).cloned() else {
-        return status(
+    match objects.get(&key) {
+        Some(found) => Ok((key, found.clone())),
+        None => Err(Box::new(status(
             404,
             "NotFound",
             &format!("{} \"{name}\" not found", path.resource),
-        );
+        ))),
+    }
+}
+
+fn replace(fake: &FakeApi, path: &Path, name: &str, mut obj: Value) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let (key, stored) = match stored(&inner.objects, path, name) {
+        Ok(found) => found,
+        Err(not_found) => return *not_found,
     };
     let conflict = format!(
         "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
@@ -302,17 +315,9 @@ fn replace(fake: &FakeApi, path: &Path, name: &str, mut obj: Value) -> Response 
 
 fn delete(fake: &FakeApi, path: &Path, name: &str, options: &Value) -> Response {
     let mut inner = fake.inner.lock().unwrap();
-    let key = (
-        path.resource.clone(),
-        path.namespace.clone().unwrap_or_default(),
-        name.to_owned(),
-    );
-    let Some(stored) = inner.objects.get(&key).cloned() else {
-        return status(
-            404,
-            "NotFound",
-            &format!("{} \"{name}\" not found", path.resource),
-        );
+    let (key, stored) = match stored(&inner.objects, path, name) {
+        Ok(found) => found,
+        Err(not_found) => return *not_found,
     };
     let pre = &options["preconditions"];
     for (field, have) in [
