@@ -213,23 +213,11 @@ fn stripped_sha(ed: &mut Editor) -> String {
 }
 
 /// The spec as the user wrote it: `doc.spec` with everything the webhook injects taken away.
-/// Only the spec (less injected sidecars, never copied) and the stop-restore annotation are
-/// copied.
+/// The same [`strip`] admission hashes through, on a copy (for the `sha` command).
 pub fn user_spec(doc: &Value) -> Value {
-    let restore = ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_STOP_RESTORE);
-    let mut partial = json!({
-        "metadata": {"annotations": {}},
-        "spec": sidecars::spec_without_sidecars(doc),
-    });
-    if let Some(restore) = restore {
-        partial["metadata"]["annotations"][keys::ANNOTATION_STOP_RESTORE] = Value::from(restore);
-    }
-    let mut ed = Editor::new(&mut partial);
-    strip(&mut ed);
-    partial
-        .get_mut("spec")
-        .map(Value::take)
-        .unwrap_or(Value::Null)
+    let mut copy = doc.clone();
+    strip(&mut Editor::new(&mut copy));
+    copy.get_mut("spec").map(Value::take).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]

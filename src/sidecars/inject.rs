@@ -9,7 +9,7 @@
 //! template's copy is removed and the new one appended after the user's containers.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{Params, Template, params};
 use crate::edit::Editor;
@@ -281,53 +281,4 @@ pub fn strip(ed: &mut Editor) -> bool {
     }
     ed.remove(&[ksvc::ANNOTATIONS, &[keys::ANNOTATION_SIDECAR_STATUS]].concat());
     true
-}
-
-/// A clone of `doc.spec` without the containers and volumes the status record lists: what
-/// [`strip`] leaves of the spec, without copying the sidecars first (the spec-SHA path).
-pub fn spec_without_sidecars(doc: &Value) -> Value {
-    let spec = doc.get("spec").unwrap_or(&Value::Null);
-    match Status::read(doc) {
-        Ok(status) if !status.templates.is_empty() => pruned(
-            spec,
-            &ksvc::CONTAINERS[1..ksvc::CONTAINERS.len() - 1],
-            &status,
-        ),
-        _ => spec.clone(),
-    }
-}
-
-/// Clone `value`, pruning the lists of the pod spec at `path` below it.
-fn pruned(value: &Value, path: &[&str], status: &Status) -> Value {
-    let Value::Object(map) = value else {
-        return value.clone();
-    };
-    let mut out = Map::new();
-    for (key, item) in map {
-        let kind = match key.as_str() {
-            "containers" => Some(Kind::Container),
-            "volumes" => Some(Kind::Volume),
-            _ => None,
-        };
-        match (path.split_first(), kind, item) {
-            (Some((head, rest)), _, _) if head == key => {
-                out.insert(key.clone(), pruned(item, rest, status));
-            }
-            (None, Some(kind), Value::Array(items)) => {
-                let kept: Vec<Value> = items
-                    .iter()
-                    .filter(|i| !kind.listed(status, ksvc::container_name(i)))
-                    .cloned()
-                    .collect();
-                // A list emptied by the pruning was created by the webhook: absent.
-                if !(kept.is_empty() && !items.is_empty() && kind == Kind::Volume) {
-                    out.insert(key.clone(), Value::Array(kept));
-                }
-            }
-            _ => {
-                out.insert(key.clone(), item.clone());
-            }
-        }
-    }
-    Value::Object(out)
 }

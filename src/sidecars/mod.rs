@@ -35,7 +35,7 @@ use sha2::{Digest, Sha256};
 
 use crate::spec_sha::{canonical_json, spec_sha};
 
-pub use inject::{Injected, Plan, Status, converge, spec_without_sidecars, strip};
+pub use inject::{Injected, Plan, Status, converge, strip};
 pub use params::Params;
 pub use select::plan;
 
