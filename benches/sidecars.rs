@@ -76,7 +76,7 @@ fn bench(c: &mut Criterion) {
         review_body("CREATE", &obj)
     };
     let injected = admission::decide(admission::decode(&two_body).unwrap(), &with)
-        .object
+        .object_json()
         .unwrap();
     let readmit_body = review_body("UPDATE", &injected);
     eprintln!(

@@ -16,6 +16,7 @@ use crate::edit::Editor;
 use crate::ksvc;
 use crate::mutate::{self, Settings, Target};
 use crate::naming::{self, DomainTemplate};
+use crate::node::{self, Map, Node};
 use crate::sidecars::{self, Catalogue};
 use crate::stop;
 use crate::validate::{self, Operation, Violation};
@@ -34,10 +35,11 @@ pub struct Policy {
     pub sidecars: Arc<Catalogue>,
 }
 
-/// The request part of an AdmissionReview: the fields the decision reads.
+/// The request part of an AdmissionReview: the fields the decision reads. Decoded from a review,
+/// the objects borrow from its bytes.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Request {
+pub struct Request<'a> {
     pub uid: String,
     #[serde(default)]
     pub kind: Option<GroupVersionKind>,
@@ -49,33 +51,44 @@ pub struct Request {
     pub namespace: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
-    #[serde(default)]
-    pub object: Option<Value>,
+    /// The object admitted; decoded from a review, skimmed as [`node::parse_object`] says.
+    #[serde(default, borrow, deserialize_with = "skimmed")]
+    pub object: Option<Node<'a>>,
     /// The stored object, on UPDATE. Decoded from a review, only its labels are kept: they are
     /// all the rules read (identity labels are immutable), and skipping the rest halves the cost
     /// of an UPDATE.
-    #[serde(default, deserialize_with = "labels_only")]
-    pub old_object: Option<Value>,
+    #[serde(default, borrow, deserialize_with = "labels_only")]
+    pub old_object: Option<Node<'a>>,
     #[serde(default)]
     pub dry_run: Option<bool>,
 }
 
-fn labels_only<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Value>, D::Error> {
-    #[derive(Deserialize)]
-    struct Stored {
-        #[serde(default)]
-        metadata: StoredMeta,
-    }
-    #[derive(Default, Deserialize)]
-    struct StoredMeta {
-        #[serde(default)]
-        labels: Option<serde_json::Map<String, Value>>,
-    }
-    let stored = Option::<Stored>::deserialize(de)?;
-    Ok(stored.map(|s| serde_json::json!({"metadata": {"labels": s.metadata.labels}})))
+fn skimmed<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Node<'de>>, D::Error> {
+    node::parse_object(de).map(|object| (!object.is_null()).then_some(object))
 }
 
-impl Request {
+fn labels_only<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Node<'de>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Stored<'a> {
+        #[serde(default, borrow)]
+        metadata: StoredMeta<'a>,
+    }
+    #[derive(Default, Deserialize)]
+    struct StoredMeta<'a> {
+        #[serde(default, borrow)]
+        labels: Node<'a>,
+    }
+    let stored = Option::<Stored>::deserialize(de)?;
+    Ok(stored.map(|s| {
+        let mut metadata = Map::new();
+        metadata.insert("labels", s.metadata.labels);
+        let mut object = Map::new();
+        object.insert("metadata", Node::Object(metadata));
+        Node::Object(object)
+    }))
+}
+
+impl Request<'static> {
     /// A request to admit `object`, a Knative Service, by `operation` (`CREATE`, `UPDATE`) in
     /// `namespace`, as kube-apiserver would send it: what the offline CLI and the tests decide on.
     pub fn kservice(
@@ -94,8 +107,8 @@ impl Request {
             }),
             operation: operation.to_string(),
             namespace: Some(namespace.to_string()),
-            object: Some(object),
-            old_object,
+            object: Some(Node::from_json(object)),
+            old_object: old_object.map(Node::from_json),
             ..Self::default()
         }
     }
@@ -114,7 +127,7 @@ pub struct GroupVersionKind {
 
 /// The outcome of [`decide`].
 #[derive(Debug, Clone, Default)]
-pub struct Decision {
+pub struct Decision<'a> {
     pub allowed: bool,
     /// Why the request was rejected (empty when allowed).
     pub violations: Vec<Violation>,
@@ -122,10 +135,15 @@ pub struct Decision {
     pub ops: Vec<PatchOperation>,
     pub warnings: Vec<String>,
     /// The object after the edits, when the request carried a KService that was allowed.
-    pub object: Option<Value>,
+    pub object: Option<Node<'a>>,
 }
 
-impl Decision {
+impl Decision<'_> {
+    /// The edited object as a `serde_json::Value`, when there is one.
+    pub fn object_json(&self) -> Option<Value> {
+        self.object.as_ref().map(Node::to_json)
+    }
+
     fn allow() -> Self {
         Self {
             allowed: true,
@@ -153,7 +171,7 @@ impl Decision {
 }
 
 /// Decide on one admission request.
-pub fn decide(mut req: Request, policy: &Policy) -> Decision {
+pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
     let operation = match req.operation.as_str() {
         "CREATE" => Operation::Create,
         "UPDATE" => Operation::Update,
@@ -224,8 +242,8 @@ fn is_kservice(req: &Request) -> bool {
             gvk.group == "serving.knative.dev" && gvk.version == "v1" && gvk.kind == "Service"
         }
         None => req.object.as_ref().is_some_and(|o| {
-            o.get("apiVersion").and_then(Value::as_str) == Some("serving.knative.dev/v1")
-                && o.get("kind").and_then(Value::as_str) == Some("Service")
+            o.get("apiVersion").and_then(Node::as_str) == Some("serving.knative.dev/v1")
+                && o.get("kind").and_then(Node::as_str) == Some("Service")
         }),
     }
 }
@@ -260,16 +278,17 @@ pub enum ReviewError {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReviewIn {
+struct ReviewIn<'a> {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
     kind: String,
-    request: Option<Request>,
+    #[serde(borrow)]
+    request: Option<Request<'a>>,
 }
 
 /// Decode an AdmissionReview and check it is one this webhook answers.
-pub fn decode(body: &[u8]) -> Result<Request, ReviewError> {
+pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
     let review: ReviewIn =
         serde_json::from_slice(body).map_err(|e| ReviewError::Decode(e.to_string()))?;
     if review.api_version != REVIEW_API_VERSION || review.kind != "AdmissionReview" {

@@ -8,43 +8,51 @@
 
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use jsonptr::PointerBuf;
-use serde_json::{Map, Value};
+
+use crate::node::{Map, Node};
 
 /// How to take one edit back.
 #[derive(Debug)]
-enum Undo {
+enum Undo<'a> {
     /// Put `previous` back under `key` of the map at `parent`, or remove the key when `None`.
     MapKey {
         parent: Vec<String>,
         key: String,
-        previous: Option<Value>,
+        previous: Option<Node<'a>>,
+    },
+    /// Re-insert a removed member at `index` of the map at `parent`.
+    MapInsert {
+        parent: Vec<String>,
+        index: usize,
+        key: String,
+        value: Node<'a>,
     },
     /// Put `previous` back at `index` of the array at `parent`.
     ArraySet {
         parent: Vec<String>,
         index: usize,
-        previous: Value,
+        previous: Node<'a>,
     },
     /// Re-insert a removed element at `index` of the array at `parent`.
     ArrayInsert {
         parent: Vec<String>,
         index: usize,
-        value: Value,
+        value: Node<'a>,
     },
     /// Drop the element a push appended to the array at `parent`.
     ArrayPop { parent: Vec<String> },
 }
 
 /// Applies edits to `doc` and records each one as a JSON Patch operation.
-pub struct Editor<'a> {
-    doc: &'a mut Value,
+pub struct Editor<'d, 'a> {
+    doc: &'d mut Node<'a>,
     ops: Vec<PatchOperation>,
-    undo: Option<Vec<Undo>>,
+    undo: Option<Vec<Undo<'a>>>,
 }
 
-impl<'a> Editor<'a> {
+impl<'d, 'a> Editor<'d, 'a> {
     /// An editor over `doc` with no edits yet.
-    pub fn new(doc: &'a mut Value) -> Self {
+    pub fn new(doc: &'d mut Node<'a>) -> Self {
         Self {
             doc,
             ops: Vec::new(),
@@ -54,7 +62,7 @@ impl<'a> Editor<'a> {
 
     /// An editor whose edits [`Editor::undo`] takes back; it keeps undo steps instead of patch
     /// operations.
-    pub fn reversible(doc: &'a mut Value) -> Self {
+    pub fn reversible(doc: &'d mut Node<'a>) -> Self {
         Self {
             undo: Some(Vec::new()),
             ..Self::new(doc)
@@ -62,12 +70,12 @@ impl<'a> Editor<'a> {
     }
 
     /// A reversible editor over this editor's document; its edits are not recorded here.
-    pub fn scratch(&mut self) -> Editor<'_> {
+    pub fn scratch(&mut self) -> Editor<'_, 'a> {
         Editor::reversible(self.doc)
     }
 
     /// The document as edited so far.
-    pub fn doc(&self) -> &Value {
+    pub fn doc(&self) -> &Node<'a> {
         self.doc
     }
 
@@ -85,11 +93,21 @@ impl<'a> Editor<'a> {
                     key,
                     previous,
                 } => {
-                    if let Some(Value::Object(map)) = get_mut(self.doc, &tokens(&parent)) {
+                    if let Some(map) = map_at(self.doc, &parent) {
                         match previous {
                             Some(v) => map.insert(key, v),
-                            None => map.remove(&key),
+                            None => map.remove(&key).map(|(_, v)| v),
                         };
+                    }
+                }
+                Undo::MapInsert {
+                    parent,
+                    index,
+                    key,
+                    value,
+                } => {
+                    if let Some(map) = map_at(self.doc, &parent) {
+                        map.insert_at(index, key, value);
                     }
                 }
                 Undo::ArraySet {
@@ -119,7 +137,7 @@ impl<'a> Editor<'a> {
         }
     }
 
-    fn keep(&mut self, step: impl FnOnce() -> Undo) {
+    fn keep(&mut self, step: impl FnOnce() -> Undo<'a>) {
         if let Some(log) = &mut self.undo {
             log.push(step());
         }
@@ -128,20 +146,20 @@ impl<'a> Editor<'a> {
     /// Set the value at `path` (map keys only below arrays), creating missing parent maps.
     /// A parent that is `null` counts as missing. Nothing is recorded when the value is already
     /// there.
-    pub fn set(&mut self, path: &[&str], value: Value) {
+    pub fn set(&mut self, path: &[&str], value: Node<'a>) {
         let recording = self.undo.is_none();
         let mut node = &mut *self.doc;
         for (depth, token) in path.iter().enumerate() {
             let last = depth + 1 == path.len();
             match node {
-                Value::Object(map) => {
-                    let present = map.get(*token).is_some_and(|v| !v.is_null());
+                Node::Object(map) => {
+                    let present = map.get(token).is_some_and(|v| !v.is_null());
                     if last || !present {
-                        if map.get(*token) == Some(&value) && last {
+                        if last && map.get(token) == Some(&value) {
                             return;
                         }
                         let built = nest(&path[depth + 1..], value);
-                        let copy = recording.then(|| built.clone());
+                        let copy = recording.then(|| built.to_json());
                         let previous = map.insert((*token).to_string(), built);
                         if let Some(value) = copy {
                             self.ops.push(PatchOperation::Add(AddOperation {
@@ -156,19 +174,19 @@ impl<'a> Editor<'a> {
                         });
                         return;
                     }
-                    match map.get_mut(*token) {
+                    match map.get_mut(token) {
                         Some(next) => node = next,
                         None => return,
                     }
                 }
-                Value::Array(items) => {
+                Node::Array(items) => {
                     let Some(slot) = token.parse::<usize>().ok().filter(|i| *i < items.len())
                     else {
                         return;
                     };
                     if last {
                         if items[slot] != value {
-                            let copy = recording.then(|| value.clone());
+                            let copy = recording.then(|| value.to_json());
                             let previous = std::mem::replace(&mut items[slot], value);
                             if let Some(value) = copy {
                                 self.ops.push(PatchOperation::Replace(ReplaceOperation {
@@ -197,12 +215,13 @@ impl<'a> Editor<'a> {
             return;
         };
         let undo = match get_mut(self.doc, parent) {
-            Some(Value::Object(map)) => map.remove(*last).map(|previous| Undo::MapKey {
+            Some(Node::Object(map)) => map.remove(last).map(|(index, value)| Undo::MapInsert {
                 parent: owned(parent),
+                index,
                 key: (*last).to_string(),
-                previous: Some(previous),
+                value,
             }),
-            Some(Value::Array(items)) => match last.parse::<usize>() {
+            Some(Node::Array(items)) => match last.parse::<usize>() {
                 Ok(index) if index < items.len() => Some(Undo::ArrayInsert {
                     parent: owned(parent),
                     index,
@@ -223,10 +242,10 @@ impl<'a> Editor<'a> {
     }
 
     /// Append `value` to the array at `path`, creating the array when it is missing or `null`.
-    pub fn push(&mut self, path: &[&str], value: Value) {
+    pub fn push(&mut self, path: &[&str], value: Node<'a>) {
         match get_mut(self.doc, path) {
-            Some(Value::Array(items)) => {
-                let copy = self.undo.is_none().then(|| value.clone());
+            Some(Node::Array(items)) => {
+                let copy = self.undo.is_none().then(|| value.to_json());
                 items.push(value);
                 if let Some(value) = copy {
                     let mut at = pointer(path);
@@ -238,16 +257,16 @@ impl<'a> Editor<'a> {
                     parent: owned(path),
                 });
             }
-            _ => self.set(path, Value::Array(vec![value])),
+            _ => self.set(path, Node::Array(vec![value])),
         }
     }
 }
 
 /// The value at `path`, mutably (map keys and array indexes).
-fn get_mut<'v>(doc: &'v mut Value, path: &[&str]) -> Option<&'v mut Value> {
+fn get_mut<'d, 'a>(doc: &'d mut Node<'a>, path: &[&str]) -> Option<&'d mut Node<'a>> {
     path.iter().try_fold(doc, |node, token| match node {
-        Value::Object(map) => map.get_mut(*token),
-        Value::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+        Node::Object(map) => map.get_mut(token),
+        Node::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
         _ => None,
     })
 }
@@ -260,16 +279,20 @@ fn tokens(path: &[String]) -> Vec<&str> {
     path.iter().map(String::as_str).collect()
 }
 
-fn array_at<'v>(doc: &'v mut Value, path: &[String]) -> Option<&'v mut Vec<Value>> {
-    get_mut(doc, &tokens(path)).and_then(Value::as_array_mut)
+fn map_at<'d, 'a>(doc: &'d mut Node<'a>, path: &[String]) -> Option<&'d mut Map<'a>> {
+    get_mut(doc, &tokens(path)).and_then(Node::as_object_mut)
+}
+
+fn array_at<'d, 'a>(doc: &'d mut Node<'a>, path: &[String]) -> Option<&'d mut Vec<Node<'a>>> {
+    get_mut(doc, &tokens(path)).and_then(Node::as_array_mut)
 }
 
 /// `value` wrapped in one map per token: `nest(["a","b"], v)` is `{"a":{"b":v}}`.
-fn nest(tokens: &[&str], value: Value) -> Value {
+fn nest<'a>(tokens: &[&str], value: Node<'a>) -> Node<'a> {
     tokens.iter().rev().fold(value, |inner, token| {
         let mut map = Map::new();
         map.insert((*token).to_string(), inner);
-        Value::Object(map)
+        Node::Object(map)
     })
 }
 
@@ -281,15 +304,20 @@ pub fn pointer(path: &[&str]) -> PointerBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn edited(mut doc: Value, f: impl FnOnce(&mut Editor)) -> (Value, Value, Value) {
-        let before = doc.clone();
-        let mut ed = Editor::new(&mut doc);
+    fn n(value: Value) -> Node<'static> {
+        Node::from_json(value)
+    }
+
+    fn edited(doc: Value, f: impl FnOnce(&mut Editor)) -> (Value, Value, Value) {
+        let mut replayed = doc.clone();
+        let mut node = Node::from_json(doc);
+        let mut ed = Editor::new(&mut node);
         f(&mut ed);
         let ops = ed.into_ops();
-        let mut replayed = before;
         json_patch::patch(&mut replayed, &ops).unwrap();
+        let doc = node.to_json();
         assert_eq!(replayed, doc, "the recorded patch reproduces the edit");
         (doc, serde_json::to_value(&ops).unwrap(), replayed)
     }
@@ -299,7 +327,7 @@ mod tests {
         let (doc, ops, _) = edited(json!({"metadata": {"name": "a"}}), |ed| {
             ed.set(
                 &["metadata", "annotations", "flyte.org/spec-sha"],
-                json!("x"),
+                n(json!("x")),
             );
         });
         assert_eq!(doc["metadata"]["annotations"]["flyte.org/spec-sha"], "x");
@@ -312,8 +340,8 @@ mod tests {
     #[test]
     fn set_escapes_slashes_and_skips_no_ops() {
         let (_, ops, _) = edited(json!({"metadata": {"labels": {"a/b": "1"}}}), |ed| {
-            ed.set(&["metadata", "labels", "a/b"], json!("1"));
-            ed.set(&["metadata", "labels", "a~c/d"], json!("2"));
+            ed.set(&["metadata", "labels", "a/b"], n(json!("1")));
+            ed.set(&["metadata", "labels", "a~c/d"], n(json!("2")));
         });
         assert_eq!(
             ops,
@@ -324,7 +352,7 @@ mod tests {
     #[test]
     fn null_parents_are_replaced() {
         let (doc, _, _) = edited(json!({"metadata": {"labels": null}}), |ed| {
-            ed.set(&["metadata", "labels", "k"], json!("v"));
+            ed.set(&["metadata", "labels", "k"], n(json!("v")));
         });
         assert_eq!(doc, json!({"metadata": {"labels": {"k": "v"}}}));
     }
@@ -332,27 +360,32 @@ mod tests {
     #[test]
     fn undo_puts_the_document_back() {
         let original = json!({"a": {"b": [1, 2, 3], "c": "x"}, "d": null});
-        let mut doc = original.clone();
+        let mut doc = n(original.clone());
         let mut ed = Editor::reversible(&mut doc);
         ed.remove(&["a", "b", "1"]);
-        ed.push(&["a", "b"], json!(9));
-        ed.set(&["a", "b", "0"], json!(0));
-        ed.set(&["a", "c"], json!("y"));
+        ed.push(&["a", "b"], n(json!(9)));
+        ed.set(&["a", "b", "0"], n(json!(0)));
+        ed.set(&["a", "c"], n(json!("y")));
         ed.remove(&["a", "c"]);
-        ed.set(&["d", "e", "f"], json!(1));
-        ed.push(&["g"], json!([]));
-        assert_ne!(ed.doc(), &original);
+        ed.set(&["d", "e", "f"], n(json!(1)));
+        ed.push(&["g"], n(json!([])));
+        assert_ne!(ed.doc().to_json(), original);
         ed.undo();
-        assert_eq!(doc, original);
+        assert_eq!(doc.to_json(), original);
+        assert_eq!(
+            serde_json::to_string(&doc).unwrap(),
+            original.to_string(),
+            "in order"
+        );
     }
 
     #[test]
     fn push_and_remove_in_arrays() {
         let (doc, _, _) = edited(json!({"env": [{"name": "A"}, {"name": "B"}]}), |ed| {
             ed.remove(&["env", "0"]);
-            ed.push(&["env"], json!({"name": "C"}));
-            ed.push(&["missing"], json!(1));
-            ed.set(&["env", "0", "value"], json!("b"));
+            ed.push(&["env"], n(json!({"name": "C"})));
+            ed.push(&["missing"], n(json!(1)));
+            ed.set(&["env", "0", "value"], n(json!("b")));
             ed.remove(&["nothing", "here"]);
         });
         assert_eq!(

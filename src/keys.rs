@@ -59,3 +59,9 @@ pub const SIDECAR_INJECT_NONE: &str = "none";
 /// Annotation on the Service: what the webhook injected (templates, their hashes, container and
 /// volume names), so a later admission replaces or removes exactly that and nothing else.
 pub const ANNOTATION_SIDECAR_STATUS: &str = "sidecar.flyte.org/status";
+
+/// Whether `key` is a `metadata.annotations` key of this webhook (`flyte.org/…`,
+/// `sidecar.flyte.org/…`): the only annotation values admission parses.
+pub fn is_own_annotation(key: &str) -> bool {
+    key.starts_with("flyte.org/") || key.starts_with("sidecar.flyte.org/")
+}

@@ -1,9 +1,9 @@
 //! PURE: read-only views of a Knative Service held as raw JSON, and the paths of its fields.
 //!
-//! The object stays a `serde_json::Value` so fields unknown to any Rust type survive every edit;
+//! The object stays a JSON tree ([`Node`]) so fields unknown to any Rust type survive every edit;
 //! these helpers only read. Paths are token lists (JSON Pointer segments, unescaped).
 
-use serde_json::{Map, Value};
+use crate::node::{Map, Node};
 
 use crate::keys;
 
@@ -19,39 +19,39 @@ pub const CONTAINERS: &[&str] = &["spec", "template", "spec", "containers"];
 pub const VOLUMES: &[&str] = &["spec", "template", "spec", "volumes"];
 
 /// The value at `path`, walking maps by key and arrays by index.
-pub fn get<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a Value> {
+pub fn get<'d, 'a>(doc: &'d Node<'a>, path: &[&str]) -> Option<&'d Node<'a>> {
     path.iter().try_fold(doc, |node, token| match node {
-        Value::Object(map) => map.get(*token),
-        Value::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
+        Node::Object(map) => map.get(token),
+        Node::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
         _ => None,
     })
 }
 
 /// The string at `path`, if it is one.
-pub fn get_str<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a str> {
-    get(doc, path).and_then(Value::as_str)
+pub fn get_str<'d>(doc: &'d Node, path: &[&str]) -> Option<&'d str> {
+    get(doc, path).and_then(Node::as_str)
 }
 
 /// The map at `path` joined with `key`, e.g. a label's value.
-pub fn entry<'a>(doc: &'a Value, map_path: &[&str], key: &str) -> Option<&'a str> {
+pub fn entry<'d>(doc: &'d Node, map_path: &[&str], key: &str) -> Option<&'d str> {
     get(doc, map_path)
-        .and_then(Value::as_object)
+        .and_then(Node::as_object)
         .and_then(|m| m.get(key))
-        .and_then(Value::as_str)
+        .and_then(Node::as_str)
 }
 
 /// `metadata.name`, empty when unset.
-pub fn name(doc: &Value) -> &str {
+pub fn name<'d>(doc: &'d Node) -> &'d str {
     get_str(doc, &["metadata", "name"]).unwrap_or_default()
 }
 
 /// `metadata.generateName`, empty when unset.
-pub fn generate_name(doc: &Value) -> &str {
+pub fn generate_name<'d>(doc: &'d Node) -> &'d str {
     get_str(doc, &["metadata", "generateName"]).unwrap_or_default()
 }
 
 /// `metadata.namespace`, empty when unset.
-pub fn namespace(doc: &Value) -> &str {
+pub fn namespace<'d>(doc: &'d Node) -> &'d str {
     get_str(doc, &["metadata", "namespace"]).unwrap_or_default()
 }
 
@@ -71,7 +71,7 @@ impl Identity {
 }
 
 /// The identity labels in a fixed order, with their values where present.
-pub fn identity_labels(doc: &Value) -> [(&'static str, Option<&str>); 3] {
+pub fn identity_labels<'d>(doc: &'d Node) -> [(&'static str, Option<&'d str>); 3] {
     [
         keys::LABEL_PROJECT,
         keys::LABEL_DOMAIN,
@@ -81,7 +81,7 @@ pub fn identity_labels(doc: &Value) -> [(&'static str, Option<&str>); 3] {
 }
 
 /// The identity, when all three identity labels are present.
-pub fn identity(doc: &Value) -> Option<Identity> {
+pub fn identity(doc: &Node) -> Option<Identity> {
     match identity_labels(doc) {
         [(_, Some(project)), (_, Some(domain)), (_, Some(name))] => Some(Identity {
             project: project.to_string(),
@@ -93,22 +93,22 @@ pub fn identity(doc: &Value) -> Option<Identity> {
 }
 
 /// Whether the stop label asks for the app to be stopped.
-pub fn stopped(doc: &Value) -> bool {
+pub fn stopped(doc: &Node) -> bool {
     entry(doc, LABELS, keys::LABEL_APP_STOPPED) == Some("true")
 }
 
 /// The containers of the revision template (empty when absent or malformed).
-pub fn containers(doc: &Value) -> &[Value] {
+pub fn containers<'d, 'a>(doc: &'d Node<'a>) -> &'d [Node<'a>] {
     get(doc, CONTAINERS)
-        .and_then(Value::as_array)
+        .and_then(Node::as_array)
         .map_or(&[], Vec::as_slice)
 }
 
 /// The index of the serving container: the one that declares a port, else the first.
-pub fn serving_container(containers: &[Value]) -> Option<usize> {
-    let declares_port = |c: &Value| {
+pub fn serving_container(containers: &[Node]) -> Option<usize> {
+    let declares_port = |c: &Node| {
         c.get("ports")
-            .and_then(Value::as_array)
+            .and_then(Node::as_array)
             .is_some_and(|p| !p.is_empty())
     };
     containers
@@ -118,14 +118,14 @@ pub fn serving_container(containers: &[Value]) -> Option<usize> {
 }
 
 /// A container's `name`, empty when unset.
-pub fn container_name(container: &Value) -> &str {
+pub fn container_name<'d>(container: &'d Node) -> &'d str {
     container
         .get("name")
-        .and_then(Value::as_str)
+        .and_then(Node::as_str)
         .unwrap_or_default()
 }
 
 /// The map at `path`, when it is one.
-pub fn map<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a Map<String, Value>> {
-    get(doc, path).and_then(Value::as_object)
+pub fn map<'d, 'a>(doc: &'d Node<'a>, path: &[&str]) -> Option<&'d Map<'a>> {
+    get(doc, path).and_then(Node::as_object)
 }

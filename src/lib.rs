@@ -1,7 +1,7 @@
 //! ksvc-webhook: a mutating admission webhook, sidecar injector and watch loop for Knative Services.
 //!
 //! Data flows one way: bytes → decoded AdmissionReview → pure decision → JSON Patch → response.
-//! The pure core ([`naming`], [`spec_sha`], [`validate`], [`sidecars`], [`mutate`],
+//! The pure core ([`node`], [`naming`], [`spec_sha`], [`validate`], [`sidecars`], [`mutate`],
 //! [`admission`]) does no I/O and reads no clock (but for `sidecars::load`, which reads the
 //! catalogue file); the shells ([`cli`], [`server`], [`watch`], [`certmgr`]) own sockets, files
 //! and the cluster.
@@ -16,6 +16,7 @@ pub mod keys;
 pub mod ksvc;
 pub mod mutate;
 pub mod naming;
+pub mod node;
 pub mod pki;
 pub mod rbac;
 pub mod report;

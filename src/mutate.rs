@@ -6,7 +6,9 @@
 //! object as the user wrote it; the spec SHA is computed over `strip`'s result, so it is the same
 //! whether or not the object was already mutated, stopped or given sidecars.
 
-use serde_json::{Value, json};
+use serde_json::json;
+
+use crate::node::Node;
 
 use crate::edit::Editor;
 use crate::keys;
@@ -73,7 +75,7 @@ pub fn inject(ed: &mut Editor, target: Target, settings: &Settings) -> Vec<Strin
     if let Some(app) = target.app_name
         && ksvc::name(ed.doc()).is_empty()
     {
-        ed.set(&["metadata", "name"], Value::from(app.name.as_str()));
+        ed.set(&["metadata", "name"], Node::from(app.name.clone()));
     }
     let stopped = ksvc::stopped(ed.doc());
     stop::converge(
@@ -100,20 +102,23 @@ pub fn inject(ed: &mut Editor, target: Target, settings: &Settings) -> Vec<Strin
 }
 
 fn set_annotation(ed: &mut Editor, key: &str, value: &str) {
-    ed.set(&[ksvc::ANNOTATIONS, &[key]].concat(), Value::from(value));
+    ed.set(
+        &[ksvc::ANNOTATIONS, &[key]].concat(),
+        Node::from(value.to_string()),
+    );
 }
 
 /// Upsert the endpoint env var in the serving container; returns a different value it replaced.
 fn upsert_endpoint_env(ed: &mut Editor, pattern: &str) -> Option<String> {
     let containers = ksvc::containers(ed.doc());
     let index = ksvc::serving_container(containers)?;
-    let env = containers[index].get("env").and_then(Value::as_array);
+    let env = containers[index].get("env").and_then(Node::as_array);
     let matches: Vec<usize> = env
         .map(|env| {
             env.iter()
                 .enumerate()
                 .filter(|(_, e)| {
-                    e.get("name").and_then(Value::as_str)
+                    e.get("name").and_then(Node::as_str)
                         == Some(keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN)
                 })
                 .map(|(i, _)| i)
@@ -125,14 +130,16 @@ fn upsert_endpoint_env(ed: &mut Editor, pattern: &str) -> Option<String> {
     let Some((&first, duplicates)) = matches.split_first() else {
         ed.push(
             &env_path,
-            json!({"name": keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN, "value": pattern}),
+            Node::from_json(
+                json!({"name": keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN, "value": pattern}),
+            ),
         );
         return None;
     };
     let existing = env.and_then(|e| e.get(first));
     let previous = existing
         .and_then(|e| e.get("value"))
-        .and_then(Value::as_str)
+        .and_then(Node::as_str)
         .map(str::to_string);
     let had_value_from = existing.is_some_and(|e| e.get("valueFrom").is_some());
     // Remove later duplicates first so the earlier indexes stay valid.
@@ -144,7 +151,7 @@ fn upsert_endpoint_env(ed: &mut Editor, pattern: &str) -> Option<String> {
     let entry = [env_path.as_slice(), &[at.as_str()]].concat();
     ed.set(
         &[entry.as_slice(), &["value"]].concat(),
-        Value::from(pattern),
+        Node::from(pattern.to_string()),
     );
     ed.remove(&[entry.as_slice(), &["valueFrom"]].concat());
     let replaced = previous.as_deref() != Some(pattern) || had_value_from;
@@ -177,14 +184,14 @@ fn remove_endpoint_env(ed: &mut Editor) {
     let Some(index) = ksvc::serving_container(containers) else {
         return;
     };
-    let Some(env) = containers[index].get("env").and_then(Value::as_array) else {
+    let Some(env) = containers[index].get("env").and_then(Node::as_array) else {
         return;
     };
     let ours: Vec<usize> = env
         .iter()
         .enumerate()
         .filter(|(_, e)| {
-            e.get("name").and_then(Value::as_str) == Some(keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN)
+            e.get("name").and_then(Node::as_str) == Some(keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN)
         })
         .map(|(i, _)| i)
         .collect();
@@ -196,7 +203,7 @@ fn remove_endpoint_env(ed: &mut Editor) {
     }
     // An env list the webhook created is removed with its last entry: empty means absent.
     if ksvc::get(ed.doc(), &env_path)
-        .and_then(Value::as_array)
+        .and_then(Node::as_array)
         .is_some_and(Vec::is_empty)
     {
         ed.remove(&env_path);
@@ -207,17 +214,18 @@ fn remove_endpoint_env(ed: &mut Editor) {
 fn stripped_sha(ed: &mut Editor) -> String {
     let mut scratch = ed.scratch();
     strip(&mut scratch);
-    let sha = spec_sha(scratch.doc().get("spec").unwrap_or(&Value::Null));
+    let sha = spec_sha(scratch.doc().get("spec").unwrap_or(&Node::Null));
     scratch.undo();
     sha
 }
 
 /// The spec as the user wrote it: `doc.spec` with everything the webhook injects taken away.
 /// The same [`strip`] admission hashes through, on a copy (for the `sha` command).
-pub fn user_spec(doc: &Value) -> Value {
-    let mut copy = doc.clone();
+pub fn user_spec(doc: &serde_json::Value) -> serde_json::Value {
+    let mut copy = Node::borrow_json(doc);
     strip(&mut Editor::new(&mut copy));
-    copy.get_mut("spec").map(Value::take).unwrap_or(Value::Null)
+    copy.get("spec")
+        .map_or(serde_json::Value::Null, Node::to_json)
 }
 
 #[cfg(test)]

@@ -4,41 +4,47 @@
 //! manifest applied twice in any formatting gets the same SHA. The canonical bytes are written
 //! into one buffer that is hashed in a single pass.
 
-use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use crate::node::Node;
 
 /// How many hex characters of the digest the annotation keeps.
 pub const SHA_HEX_LEN: usize = 16;
 
 /// The annotation value: the first 16 lower-case hex characters of SHA-256 over the canonical
 /// JSON of `value`.
-pub fn spec_sha(value: &Value) -> String {
+pub fn spec_sha(value: &Node) -> String {
     let digest = Sha256::digest(canonical_bytes(value));
     hex::encode(&digest[..SHA_HEX_LEN / 2])
 }
 
+/// [`spec_sha`] of a `serde_json::Value`.
+pub fn json_sha(value: &serde_json::Value) -> String {
+    spec_sha(&Node::borrow_json(value))
+}
+
 /// The RFC 8785 canonical JSON text of `value`.
-pub fn canonical_json(value: &Value) -> String {
+pub fn canonical_json(value: &serde_json::Value) -> String {
     // Only valid UTF-8 is ever written: JSON punctuation, escapes and whole `str`s.
-    String::from_utf8_lossy(&canonical_bytes(value)).into_owned()
+    String::from_utf8_lossy(&canonical_bytes(&Node::borrow_json(value))).into_owned()
 }
 
 /// The canonical bytes, built in one buffer and hashed in one pass: many tiny writes to a
 /// hasher cost more than the copy.
-fn canonical_bytes(value: &Value) -> Vec<u8> {
+fn canonical_bytes(value: &Node) -> Vec<u8> {
     let mut out = Vec::with_capacity(4096);
     write_canonical(value, &mut out);
     out
 }
 
-fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+fn write_canonical(value: &Node, out: &mut Vec<u8>) {
     match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => write_number(n, out),
-        Value::String(s) => write_string(s, out),
-        Value::Array(items) => {
+        Node::Null => out.extend_from_slice(b"null"),
+        Node::Bool(true) => out.extend_from_slice(b"true"),
+        Node::Bool(false) => out.extend_from_slice(b"false"),
+        Node::Number(n) => write_number(n, out),
+        Node::String(s) => write_string(s, out),
+        Node::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
@@ -48,32 +54,44 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        Value::Object(map) => {
+        Node::Object(map) => {
+            // RFC 8785 orders members by their names' UTF-16 code units.
+            let mut members: Vec<(&str, &Node)> = map.iter().collect();
+            if !members.is_sorted_by(|a, b| utf16_le(a.0, b.0)) {
+                members.sort_unstable_by(|a, b| utf16_cmp(a.0, b.0));
+            }
             out.push(b'{');
-            // RFC 8785 orders members by UTF-16 code units. The map iterates in code-point
-            // order, which is the same unless a key holds a character from U+E000 (UTF-8 lead
-            // byte 0xEE or above): only then is a sorted copy of the entries needed.
-            if map.keys().any(|k| k.bytes().any(|b| b >= 0xEE)) {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-                write_members(entries.into_iter(), out);
-            } else {
-                write_members(map.iter(), out);
+            for (i, (key, item)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(key, out);
+                out.push(b':');
+                write_canonical(item, out);
             }
             out.push(b'}');
         }
+        // Raw text came out of a successful parse, so it parses again.
+        Node::Raw(raw) => match serde_json::from_str::<Node>(raw.get()) {
+            Ok(node) => write_canonical(&node, out),
+            Err(_) => out.extend_from_slice(b"null"),
+        },
     }
 }
 
-fn write_members<'v>(members: impl Iterator<Item = (&'v String, &'v Value)>, out: &mut Vec<u8>) {
-    for (i, (key, item)) in members.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_string(key, out);
-        out.push(b':');
-        write_canonical(item, out);
+/// Byte order equals UTF-16 order unless a character from U+E000 up (UTF-8 lead byte 0xEE or
+/// above) meets a supplementary one; only then are code units compared.
+fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let plain = |s: &str| !s.bytes().any(|b| b >= 0xEE);
+    if plain(a) && plain(b) {
+        a.cmp(b)
+    } else {
+        a.encode_utf16().cmp(b.encode_utf16())
     }
+}
+
+fn utf16_le(a: &str, b: &str) -> bool {
+    utf16_cmp(a, b) != std::cmp::Ordering::Greater
 }
 
 /// Numbers as ECMAScript's `Number.prototype.toString` prints the IEEE-754 double.
@@ -90,11 +108,15 @@ fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) {
 fn write_string(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
     let bytes = s.as_bytes();
+    // Most strings need no escape: one branch-free pass over the bytes says so.
+    let special = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+    if !bytes.iter().fold(false, |any, &b| any | special(b)) {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut start = 0;
-    while let Some(offset) = bytes[start..]
-        .iter()
-        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
-    {
+    while let Some(offset) = bytes[start..].iter().position(|&b| special(b)) {
         let at = start + offset;
         out.extend_from_slice(&bytes[start..at]);
         match bytes[at] {
@@ -116,7 +138,7 @@ fn write_string(s: &str, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[test]
     fn canonical_form_follows_rfc8785() {
@@ -142,6 +164,9 @@ mod tests {
         ];
         for (value, want) in cases {
             assert_eq!(canonical_json(&value), want);
+            let text = value.to_string();
+            let parsed: Node = serde_json::from_str(&text).unwrap();
+            assert_eq!(String::from_utf8(canonical_bytes(&parsed)).unwrap(), want);
         }
     }
 
@@ -152,15 +177,15 @@ mod tests {
         )
         .unwrap();
         let b: Value = serde_json::from_str("{ \"template\" : { \"spec\": {\n \"containers\" : [ { \"name\":\"app\", \"image\" : \"nginx\" } ] } } }").unwrap();
-        assert_eq!(spec_sha(&a), spec_sha(&b));
-        assert_eq!(spec_sha(&a).len(), 16);
+        assert_eq!(json_sha(&a), json_sha(&b));
+        assert_eq!(json_sha(&a).len(), 16);
         let c = json!({"template":{"spec":{"containers":[{"image":"nginx:2","name":"app"}]}}});
-        assert_ne!(spec_sha(&a), spec_sha(&c));
+        assert_ne!(json_sha(&a), json_sha(&c));
     }
 
     #[test]
     fn sha_of_empty_object_is_stable() {
         // SHA-256("{}") = 44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a
-        assert_eq!(spec_sha(&json!({})), "44136fa355b3678a");
+        assert_eq!(json_sha(&json!({})), "44136fa355b3678a");
     }
 }

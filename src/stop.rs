@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::node::Node;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::edit::Editor;
 use crate::keys;
@@ -48,7 +48,7 @@ impl Restore {
 }
 
 /// The restore record of `doc`: `Ok(None)` when there is none, `Err` when it is not ours to read.
-pub fn restore_record(doc: &Value) -> Result<Option<Restore>, serde_json::Error> {
+pub fn restore_record(doc: &Node) -> Result<Option<Restore>, serde_json::Error> {
     ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_STOP_RESTORE)
         .map(serde_json::from_str)
         .transpose()
@@ -98,7 +98,7 @@ fn stop(ed: &mut Editor, mut record: Restore, zero_initial_scale: bool) {
         if current.as_deref() != Some(stopped_value) {
             // The user set this key (or it predates the stop): it is what a start restores.
             record.slot(place).insert(key.to_string(), current);
-            ed.set(&path, Value::from(stopped_value));
+            ed.set(&path, Node::from(stopped_value));
         } else {
             record.slot(place).entry(key.to_string()).or_insert(current);
         }
@@ -106,7 +106,7 @@ fn stop(ed: &mut Editor, mut record: Restore, zero_initial_scale: bool) {
     let encoded = serde_json::to_string(&record).unwrap_or_default();
     ed.set(
         &[ksvc::ANNOTATIONS, &[keys::ANNOTATION_STOP_RESTORE]].concat(),
-        Value::from(encoded),
+        Node::from(encoded),
     );
 }
 
@@ -120,7 +120,7 @@ pub fn start(ed: &mut Editor, record: &Restore) {
         for (key, previous) in saved {
             let path = path_of(place, key);
             match previous {
-                Some(value) => ed.set(&path, Value::from(value.as_str())),
+                Some(value) => ed.set(&path, Node::from(value.clone())),
                 None => ed.remove(&path),
             }
         }

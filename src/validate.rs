@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use serde_json::Value;
+use crate::node::Node;
 
 use crate::keys;
 use crate::ksvc;
@@ -56,9 +56,9 @@ pub enum Operation {
 #[derive(Debug, Clone, Copy)]
 pub struct Input<'a> {
     pub operation: Operation,
-    pub object: &'a Value,
+    pub object: &'a Node<'a>,
     /// The stored object, on UPDATE.
-    pub old_object: Option<&'a Value>,
+    pub old_object: Option<&'a Node<'a>>,
     /// The namespace the object lives in (from the object, else from the request).
     pub namespace: &'a str,
     pub domain_template: &'a DomainTemplate,
@@ -80,7 +80,7 @@ pub fn validate(input: &Input) -> Vec<Violation> {
 }
 
 /// Fields the webhook reads or edits must have the shape Kubernetes gives them.
-fn shapes(doc: &Value, out: &mut Vec<Violation>) {
+fn shapes(doc: &Node, out: &mut Vec<Violation>) {
     let maps: [(&[&str], &str); 4] = [
         (&["metadata"], "metadata"),
         (ksvc::LABELS, "metadata.labels"),
@@ -101,8 +101,8 @@ fn shapes(doc: &Value, out: &mut Vec<Violation>) {
     }
     for (path, shown) in maps {
         match ksvc::get(doc, path) {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(map)) if path.len() > 1 => {
+            None | Some(Node::Null) => {}
+            Some(Node::Object(map)) if path.len() > 1 => {
                 if let Some((key, _)) = map.iter().find(|(_, v)| !v.is_string()) {
                     out.push(violation(
                         "object",
@@ -112,7 +112,7 @@ fn shapes(doc: &Value, out: &mut Vec<Violation>) {
                     ));
                 }
             }
-            Some(Value::Object(_)) => {}
+            Some(Node::Object(_)) => {}
             Some(_) => out.push(violation(
                 "object",
                 shown,
@@ -123,7 +123,7 @@ fn shapes(doc: &Value, out: &mut Vec<Violation>) {
     }
     if !matches!(
         ksvc::get(doc, ksvc::CONTAINERS),
-        None | Some(Value::Null) | Some(Value::Array(_))
+        None | Some(Node::Null) | Some(Node::Array(_))
     ) {
         out.push(violation(
             "object",
@@ -287,7 +287,7 @@ fn managed_name(input: &Input, id: &ksvc::Identity, out: &mut Vec<Violation>) {
     }
 }
 
-fn stopped_label(doc: &Value, out: &mut Vec<Violation>) {
+fn stopped_label(doc: &Node, out: &mut Vec<Violation>) {
     if let Some(value) = ksvc::entry(doc, ksvc::LABELS, keys::LABEL_APP_STOPPED)
         && value != "true"
         && value != "false"
@@ -301,7 +301,7 @@ fn stopped_label(doc: &Value, out: &mut Vec<Violation>) {
     }
 }
 
-fn containers(doc: &Value, out: &mut Vec<Violation>) {
+fn containers(doc: &Node, out: &mut Vec<Violation>) {
     let containers = ksvc::containers(doc);
     if containers.is_empty() {
         out.push(violation(
@@ -319,10 +319,7 @@ fn containers(doc: &Value, out: &mut Vec<Violation>) {
                 "is not a map",
                 "write the container as key: value pairs",
             ));
-        } else if !matches!(
-            c.get("env"),
-            None | Some(Value::Null) | Some(Value::Array(_))
-        ) {
+        } else if !matches!(c.get("env"), None | Some(Node::Null) | Some(Node::Array(_))) {
             out.push(violation(
                 "containers",
                 format!("spec.template.spec.containers[{i}].env"),

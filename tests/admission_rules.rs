@@ -32,15 +32,15 @@ fn managed(extra_labels: Value) -> Value {
     app(json!({"namespace": "flyte", "labels": labels}))
 }
 
-fn request(op: &str, object: Value, old: Option<Value>) -> Request {
+fn request(op: &str, object: Value, old: Option<Value>) -> Request<'static> {
     Request::kservice("u-1", op, "default", object, old)
 }
 
-fn create(object: Value) -> Decision {
+fn create(object: Value) -> Decision<'static> {
     admission::decide(request("CREATE", object, None), &Policy::default())
 }
 
-fn update(old: Value, object: Value) -> Decision {
+fn update(old: Value, object: Value) -> Decision<'static> {
     admission::decide(request("UPDATE", object, Some(old)), &Policy::default())
 }
 
@@ -48,8 +48,8 @@ fn rules(d: &Decision) -> Vec<&'static str> {
     d.violations.iter().map(|v| v.rule).collect()
 }
 
-fn out(d: &Decision) -> &Value {
-    d.object.as_ref().expect("allowed with an object")
+fn out(d: &Decision) -> Value {
+    d.object_json().expect("allowed with an object")
 }
 
 fn env(obj: &Value, container: usize) -> Vec<(String, String)> {
@@ -281,7 +281,7 @@ fn all_violations_are_listed_at_once() {
 fn endpoint_pattern_is_upserted_in_the_serving_container() {
     let d = create(managed(json!({})));
     assert_eq!(
-        env(out(&d), 0),
+        env(&out(&d), 0),
         [(
             "INTERNAL_APP_ENDPOINT_PATTERN".into(),
             "http://{app_fqdn}-proj-dev.flyte.svc.cluster.local".into()
@@ -290,7 +290,7 @@ fn endpoint_pattern_is_upserted_in_the_serving_container() {
     // Unmanaged, namespace from the request.
     let d = create(app(json!({"name": "hello"})));
     assert_eq!(
-        env(out(&d), 0)[0].1,
+        env(&out(&d), 0)[0].1,
         "http://{app_fqdn}.default.svc.cluster.local"
     );
     // The container with the port is the serving one.
@@ -299,8 +299,8 @@ fn endpoint_pattern_is_upserted_in_the_serving_container() {
         json!([{"name": "side", "image": "a"}, {"name": "main", "image": "b", "ports": [{"containerPort": 80}]}]),
     );
     let d = create(two);
-    assert!(env(out(&d), 0).is_empty());
-    assert_eq!(env(out(&d), 1).len(), 1);
+    assert!(env(&out(&d), 0).is_empty());
+    assert_eq!(env(&out(&d), 1).len(), 1);
     // A custom suffix template.
     let policy = Policy {
         mutate: Settings {
@@ -311,7 +311,7 @@ fn endpoint_pattern_is_upserted_in_the_serving_container() {
     };
     let d = admission::decide(request("CREATE", managed(json!({})), None), &policy);
     assert_eq!(
-        env(out(&d), 0)[0].1,
+        env(&out(&d), 0)[0].1,
         "http://{app_fqdn}-custom-dev.flyte.svc.cluster.local"
     );
 }
@@ -328,7 +328,7 @@ fn a_user_value_is_replaced_once_with_a_warning() {
     );
     let d = create(obj);
     assert_eq!(
-        env(out(&d), 0),
+        env(&out(&d), 0),
         [
             ("A".into(), "1".into()),
             (

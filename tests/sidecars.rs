@@ -9,6 +9,7 @@ use base64::Engine as _;
 use ksvc_webhook::admission::{self, Decision, Policy, Request};
 use ksvc_webhook::edit::Editor;
 use ksvc_webhook::mutate;
+use ksvc_webhook::node::Node;
 use ksvc_webhook::sidecars::{Catalogue, Status};
 use serde_json::{Value, json};
 
@@ -56,25 +57,25 @@ fn ksvc(annotations: Value) -> Value {
     obj
 }
 
-fn request(op: &str, object: Value, old: Option<Value>) -> Request {
+fn request(op: &str, object: Value, old: Option<Value>) -> Request<'static> {
     Request::kservice("u-1", op, "apps", object, old)
 }
 
 /// Decide, and check that the patch applied to the input gives the output.
-fn admit(op: &str, object: Value, policy: &Policy) -> Decision {
+fn admit(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
     let old = (op == "UPDATE").then(|| object.clone());
     let d = admission::decide(request(op, object.clone(), old), policy);
-    if let Some(out) = &d.object {
+    if let Some(out) = d.object_json() {
         let mut replayed = object;
         json_patch::patch(&mut replayed, &d.ops).unwrap();
-        assert_eq!(&replayed, out, "the patch reproduces the output");
+        assert_eq!(replayed, out, "the patch reproduces the output");
     }
     d
 }
 
 fn out(d: &Decision) -> Value {
     assert!(d.allowed, "rejected: {}", d.message());
-    d.object.clone().unwrap()
+    d.object_json().unwrap()
 }
 
 fn names(obj: &Value, list: &str) -> Vec<String> {
@@ -90,17 +91,17 @@ fn names(obj: &Value, list: &str) -> Vec<String> {
 }
 
 fn status(obj: &Value) -> Status {
-    Status::read(obj).unwrap()
+    Status::read(&Node::from_json(obj.clone())).unwrap()
 }
 
 fn rules(d: &Decision) -> Vec<&'static str> {
     d.violations.iter().map(|v| v.rule).collect()
 }
 
-fn uninject(mut obj: Value) -> Value {
-    let mut ed = Editor::new(&mut obj);
-    assert!(mutate::strip(&mut ed));
-    obj
+fn uninject(obj: Value) -> Value {
+    let mut node = Node::from_json(obj);
+    assert!(mutate::strip(&mut Editor::new(&mut node)));
+    node.to_json()
 }
 
 #[test]

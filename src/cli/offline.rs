@@ -10,6 +10,7 @@ use crate::admission::{self, Request};
 use crate::config::{InputArgs, MutateArgs, NameArgs, OperationArg, ReviewArgs};
 use crate::docs::{self, Documents};
 use crate::edit::Editor;
+use crate::node::Node;
 use crate::{ksvc, mutate as edits, naming};
 
 /// Read a file, or standard input for `-`.
@@ -94,7 +95,7 @@ pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
                 eprintln!("warning: {shown}: {warning}");
             }
             if decision.allowed {
-                *obj = decision.object.unwrap_or_default();
+                *obj = decision.object_json().unwrap_or_default();
             } else {
                 rejections.push(format!("{shown} rejected: {}", decision.message()));
             }
@@ -107,7 +108,7 @@ pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
     write_out(&docs::render(input.format, &input.items)?)
 }
 
-fn display_name(obj: Option<&Value>) -> String {
+fn display_name(obj: Option<&Node>) -> String {
     match obj.map(ksvc::name) {
         Some(name) if !name.is_empty() => format!("Service {name:?}"),
         _ => "Service".to_string(),
@@ -129,13 +130,14 @@ pub fn uninject(args: &InputArgs) -> anyhow::Result<()> {
     let mut input = read_docs(&args.file)?;
     for doc in &mut input.items {
         each_kservice(doc, &mut |obj| {
-            let mut ed = Editor::new(obj);
-            if !edits::strip(&mut ed) {
+            let mut node = Node::from_json(obj.take());
+            if !edits::strip(&mut Editor::new(&mut node)) {
                 eprintln!(
                     "warning: the stop-restore or sidecar status annotation is unreadable; \
                      what it records was kept"
                 );
             }
+            *obj = node.to_json();
             Ok(())
         })?;
     }
@@ -160,7 +162,7 @@ pub fn sha(args: &InputArgs) -> anyhow::Result<()> {
     let mut lines = String::new();
     for doc in &mut input.items {
         each_kservice(doc, &mut |obj| {
-            lines.push_str(&crate::spec_sha::spec_sha(&edits::user_spec(obj)));
+            lines.push_str(&crate::spec_sha::json_sha(&edits::user_spec(obj)));
             lines.push('\n');
             Ok(())
         })?;

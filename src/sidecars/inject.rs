@@ -9,12 +9,12 @@
 //! template's copy is removed and the new one appended after the user's containers.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{Params, Template, params};
 use crate::edit::Editor;
 use crate::keys;
 use crate::ksvc;
+use crate::node::Node;
 
 /// One template as injected.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,7 +60,7 @@ pub struct Status {
 
 impl Status {
     /// The record on `doc`: empty when absent, `Err` when it cannot be read.
-    pub fn read(doc: &Value) -> Result<Self, serde_json::Error> {
+    pub fn read(doc: &Node) -> Result<Self, serde_json::Error> {
         match ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_SIDECAR_STATUS) {
             Some(text) => serde_json::from_str(text),
             None => Ok(Self::default()),
@@ -205,23 +205,27 @@ fn add_missing(ed: &mut Editor, kind: Kind, t: &Template, params: &Params) {
         Kind::Volume => (&t.volumes, &t.volume_holes),
     };
     for (item, holes) in items.iter().zip(holes) {
-        let name = item.get("name").and_then(Value::as_str).unwrap_or_default();
+        let name = item
+            .get("name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
         if position(ed.doc(), kind.path(), name).is_none() {
-            ed.push(kind.path(), params::fill(item, holes, params));
+            let filled = params::fill(item, holes, params);
+            ed.push(kind.path(), Node::from_json(filled));
         }
     }
 }
 
-fn position(doc: &Value, path: &[&str], name: &str) -> Option<usize> {
+fn position(doc: &Node, path: &[&str], name: &str) -> Option<usize> {
     ksvc::get(doc, path)
-        .and_then(Value::as_array)?
+        .and_then(Node::as_array)?
         .iter()
-        .position(|v| v.get("name").and_then(Value::as_str) == Some(name))
+        .position(|v| v.get("name").and_then(Node::as_str) == Some(name))
 }
 
 /// Remove every item of the list at `path` named in `names`; whether any was removed.
 fn remove_named(ed: &mut Editor, path: &[&str], names: &[&str]) -> bool {
-    let Some(items) = ksvc::get(ed.doc(), path).and_then(Value::as_array) else {
+    let Some(items) = ksvc::get(ed.doc(), path).and_then(Node::as_array) else {
         return false;
     };
     let doomed: Vec<usize> = items
@@ -229,7 +233,7 @@ fn remove_named(ed: &mut Editor, path: &[&str], names: &[&str]) -> bool {
         .enumerate()
         .filter(|(_, v)| {
             v.get("name")
-                .and_then(Value::as_str)
+                .and_then(Node::as_str)
                 .is_some_and(|n| names.contains(&n))
         })
         .map(|(i, _)| i)
@@ -245,7 +249,7 @@ fn remove_named(ed: &mut Editor, path: &[&str], names: &[&str]) -> bool {
 /// A list the webhook emptied was created by it: empty means absent.
 fn drop_empty_list(ed: &mut Editor, path: &[&str]) {
     if ksvc::get(ed.doc(), path)
-        .and_then(Value::as_array)
+        .and_then(Node::as_array)
         .is_some_and(Vec::is_empty)
     {
         ed.remove(path);
@@ -258,7 +262,7 @@ fn write_status(ed: &mut Editor, status: &Status) {
         ed.remove(&path);
     } else {
         let text = serde_json::to_string(status).unwrap_or_default();
-        ed.set(&path, Value::from(text));
+        ed.set(&path, Node::from(text));
     }
 }
 

@@ -33,7 +33,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::spec_sha::{canonical_json, spec_sha};
+use crate::spec_sha::{canonical_json, json_sha};
 
 pub use inject::{Injected, Plan, Status, converge, strip};
 pub use params::Params;
@@ -227,7 +227,7 @@ fn build(name: &str, containers: Vec<Value>, volumes: Vec<Value>) -> Template {
     Template {
         name: name.to_string(),
         description: None,
-        hash: spec_sha(&body),
+        hash: json_sha(&body),
         container_names: containers.iter().map(name_of).collect(),
         volume_names: volumes.iter().map(name_of).collect(),
         container_holes: containers.iter().map(params::holes).collect(),

@@ -6,7 +6,7 @@
 //! sidecar container or volume name that the user's own already uses, or a user container
 //! without the port Knative needs once sidecars join it, is a [`Violation`].
 
-use serde_json::Value;
+use crate::node::Node;
 
 use super::inject::{Kind, Plan, Status};
 use super::{Catalogue, Template};
@@ -28,7 +28,7 @@ fn inject_path() -> String {
 }
 
 /// Select the templates for `doc` and check them against it; every violation is listed.
-pub fn plan<'c>(doc: &Value, catalogue: &'c Catalogue) -> Result<Plan<'c>, Vec<Violation>> {
+pub fn plan<'c>(doc: &Node, catalogue: &'c Catalogue) -> Result<Plan<'c>, Vec<Violation>> {
     let mut out = Vec::new();
     let previous = Status::read(doc).unwrap_or_else(|err| {
         out.push(violation(
@@ -52,11 +52,7 @@ pub fn plan<'c>(doc: &Value, catalogue: &'c Catalogue) -> Result<Plan<'c>, Vec<V
 }
 
 /// The defaults (unless the annotation says `none`) plus the annotation's names.
-fn select<'c>(
-    doc: &Value,
-    catalogue: &'c Catalogue,
-    out: &mut Vec<Violation>,
-) -> Vec<&'c Template> {
+fn select<'c>(doc: &Node, catalogue: &'c Catalogue, out: &mut Vec<Violation>) -> Vec<&'c Template> {
     let requested = ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_SIDECAR_INJECT);
     let tokens: Vec<&str> = requested
         .unwrap_or_default()
@@ -107,16 +103,16 @@ fn select<'c>(
 
 /// A sidecar's container or volume name that one of the user's own already uses.
 fn clashes(
-    doc: &Value,
+    doc: &Node,
     catalogue: &Catalogue,
     selected: &[&Template],
     previous: &Status,
     out: &mut Vec<Violation>,
 ) {
     for kind in Kind::ALL {
-        let items = ksvc::get(doc, kind.path()).and_then(Value::as_array);
+        let items = ksvc::get(doc, kind.path()).and_then(Node::as_array);
         for (i, item) in items.into_iter().flatten().enumerate() {
-            let name = item.get("name").and_then(Value::as_str).unwrap_or_default();
+            let name = item.get("name").and_then(Node::as_str).unwrap_or_default();
             if name.is_empty() || kind.listed(previous, name) {
                 continue;
             }
@@ -161,13 +157,13 @@ fn clash(
 }
 
 /// With sidecars, Knative needs the user's container to declare the revision's one port.
-fn serving_port(doc: &Value, selected: &[&Template], previous: &Status, out: &mut Vec<Violation>) {
-    let declares_port = |c: &Value| {
+fn serving_port(doc: &Node, selected: &[&Template], previous: &Status, out: &mut Vec<Violation>) {
+    let declares_port = |c: &Node| {
         c.get("ports")
-            .and_then(Value::as_array)
+            .and_then(Node::as_array)
             .is_some_and(|p| !p.is_empty())
     };
-    let user: Vec<&Value> = ksvc::containers(doc)
+    let user: Vec<&Node> = ksvc::containers(doc)
         .iter()
         .filter(|c| !Kind::Container.listed(previous, ksvc::container_name(c)))
         .collect();

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::edit::Editor;
 use crate::keys;
+use crate::node::Node;
 use crate::stop;
 
 /// Edit a raw Service in place as admission stops it (label `networking.knative.dev/visibility:
@@ -16,10 +17,13 @@ use crate::stop;
 /// does not know whether the cluster allows zero initial scale, so it never sets `initial-scale`.
 /// Returns whether anything changed.
 pub fn apply_stop_edits(ksvc: &mut Value) -> bool {
-    let record = stop::restore_record(ksvc).ok().flatten();
-    let mut ed = Editor::new(ksvc);
+    let mut node = Node::from_json(ksvc.take());
+    let record = stop::restore_record(&node).ok().flatten();
+    let mut ed = Editor::new(&mut node);
     stop::converge(&mut ed, true, record, false);
-    !ed.into_ops().is_empty()
+    let changed = !ed.into_ops().is_empty();
+    *ksvc = node.to_json();
+    changed
 }
 
 /// Set `path…/key = value` on a JSON object, creating (or replacing non-object) parents.
