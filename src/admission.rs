@@ -289,8 +289,11 @@ struct ReviewIn<'a> {
 
 /// Decode an AdmissionReview and check it is one this webhook answers.
 pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
-    let review: ReviewIn =
-        serde_json::from_slice(body).map_err(|e| ReviewError::Decode(e.to_string()))?;
+    // sonic-rs follows its message with lines that point into the body: keep the first.
+    let review: ReviewIn = sonic_rs::from_slice(body).map_err(|e| {
+        let message = e.to_string();
+        ReviewError::Decode(message.lines().next().unwrap_or_default().to_string())
+    })?;
     if review.api_version != REVIEW_API_VERSION || review.kind != "AdmissionReview" {
         return Err(ReviewError::Decode(format!(
             "apiVersion {:?} and kind {:?} (want {REVIEW_API_VERSION:?} and \"AdmissionReview\")",

@@ -72,7 +72,7 @@ fn write_canonical(value: &Node, out: &mut Vec<u8>) {
             out.push(b'}');
         }
         // Raw text came out of a successful parse, so it parses again.
-        Node::Raw(raw) => match serde_json::from_str::<Node>(raw.get()) {
+        Node::Raw(text) => match serde_json::from_str::<Node>(text) {
             Ok(node) => write_canonical(&node, out),
             Err(_) => out.extend_from_slice(b"null"),
         },
