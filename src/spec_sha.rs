@@ -55,21 +55,14 @@ fn write_canonical(value: &Node, out: &mut Vec<u8>) {
             out.push(b']');
         }
         Node::Object(map) => {
-            // RFC 8785 orders members by their names' UTF-16 code units.
-            let mut members: Vec<(&str, &Node)> = map.iter().collect();
-            if !members.is_sorted_by(|a, b| utf16_le(a.0, b.0)) {
+            // RFC 8785 orders members by their names' UTF-16 code units; most maps come sorted.
+            if map.keys().is_sorted_by(|a, b| utf16_cmp(a, b).is_le()) {
+                write_members(map.iter(), out);
+            } else {
+                let mut members: Vec<(&str, &Node)> = map.iter().collect();
                 members.sort_unstable_by(|a, b| utf16_cmp(a.0, b.0));
+                write_members(members.into_iter(), out);
             }
-            out.push(b'{');
-            for (i, (key, item)) in members.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_string(key, out);
-                out.push(b':');
-                write_canonical(item, out);
-            }
-            out.push(b'}');
         }
         // Raw text came out of a successful parse, so it parses again.
         Node::Raw(text) => match serde_json::from_str::<Node>(text) {
@@ -79,19 +72,29 @@ fn write_canonical(value: &Node, out: &mut Vec<u8>) {
     }
 }
 
-/// Byte order equals UTF-16 order unless a character from U+E000 up (UTF-8 lead byte 0xEE or
-/// above) meets a supplementary one; only then are code units compared.
-fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let plain = |s: &str| !s.bytes().any(|b| b >= 0xEE);
-    if plain(a) && plain(b) {
-        a.cmp(b)
-    } else {
-        a.encode_utf16().cmp(b.encode_utf16())
+fn write_members<'v>(members: impl Iterator<Item = (&'v str, &'v Node<'v>)>, out: &mut Vec<u8>) {
+    out.push(b'{');
+    for (i, (key, item)) in members.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_string(key, out);
+        out.push(b':');
+        write_canonical(item, out);
     }
+    out.push(b'}');
 }
 
-fn utf16_le(a: &str, b: &str) -> bool {
-    utf16_cmp(a, b) != std::cmp::Ordering::Greater
+/// UTF-16 code-unit order. UTF-8 byte order is code-point order, which differs only where a
+/// character from U+E000 up (lead byte 0xEE or above) meets a supplementary one: so the first
+/// differing byte decides unless it is such a lead byte.
+fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    match x.iter().zip(y).position(|(p, q)| p != q) {
+        None => x.len().cmp(&y.len()),
+        Some(i) if x[i] < 0xEE && y[i] < 0xEE => x[i].cmp(&y[i]),
+        Some(_) => a.encode_utf16().cmp(b.encode_utf16()),
+    }
 }
 
 /// Numbers as ECMAScript's `Number.prototype.toString` prints the IEEE-754 double.
@@ -106,33 +109,60 @@ fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) {
 }
 
 fn write_string(s: &str, out: &mut Vec<u8>) {
-    out.push(b'"');
     let bytes = s.as_bytes();
-    // Most strings need no escape: one branch-free pass over the bytes says so.
-    let special = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
-    if !bytes.iter().fold(false, |any, &b| any | special(b)) {
-        out.extend_from_slice(bytes);
-        out.push(b'"');
-        return;
-    }
+    out.push(b'"');
     let mut start = 0;
-    while let Some(offset) = bytes[start..].iter().position(|&b| special(b)) {
-        let at = start + offset;
-        out.extend_from_slice(&bytes[start..at]);
-        match bytes[at] {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            control => out.extend_from_slice(format!("\\u{control:04x}").as_bytes()),
+    if needs_escape(bytes) {
+        for (at, &b) in bytes.iter().enumerate() {
+            let escaped: &[u8] = match b {
+                b'"' => b"\\\"",
+                b'\\' => b"\\\\",
+                b'\n' => b"\\n",
+                b'\r' => b"\\r",
+                b'\t' => b"\\t",
+                0x08 => b"\\b",
+                0x0c => b"\\f",
+                0x00..=0x1f => {
+                    out.extend_from_slice(&bytes[start..at]);
+                    out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
+                    start = at + 1;
+                    continue;
+                }
+                _ => continue,
+            };
+            out.extend_from_slice(&bytes[start..at]);
+            out.extend_from_slice(escaped);
+            start = at + 1;
         }
-        start = at + 1;
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// Whether `bytes` holds a `"`, a `\` or a control character: eight bytes at a time, as most
+/// strings hold none.
+fn needs_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // A byte of `x` is zero, or below `n`, where the high bit of `(x - n·ONES) & !x` is set.
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        let Ok(word) = <[u8; 8]>::try_from(word) else {
+            continue;
+        };
+        let x = u64::from_le_bytes(word);
+        let hits = below(x, 0x20)
+            | below(x ^ (ONES * u64::from(b'"')), 1)
+            | below(x ^ (ONES * u64::from(b'\\')), 1);
+        if hits != 0 {
+            return true;
+        }
+    }
+    words
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 #[cfg(test)]
@@ -181,6 +211,23 @@ mod tests {
         assert_eq!(json_sha(&a).len(), 16);
         let c = json!({"template":{"spec":{"containers":[{"image":"nginx:2","name":"app"}]}}});
         assert_ne!(json_sha(&a), json_sha(&c));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn strings_escape_like_serde_json(s in "[a-z\"\\\\\u{0}-\u{1f}é\u{1f600}]{0,20}") {
+            let mut out = Vec::new();
+            write_string(&s, &mut out);
+            // serde_json escapes the same characters; it spells other controls the same way.
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&s).unwrap());
+            let escape = s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\');
+            proptest::prop_assert_eq!(needs_escape(s.as_bytes()), escape);
+        }
+
+        #[test]
+        fn key_order_is_utf16_order(a in "[a\u{e000}\u{ffff}\u{10000}\u{1f600}é]{0,4}", b in "[a\u{e000}\u{ffff}\u{10000}\u{1f600}é]{0,4}") {
+            proptest::prop_assert_eq!(utf16_cmp(&a, &b), a.encode_utf16().cmp(b.encode_utf16()));
+        }
     }
 
     #[test]
