@@ -338,49 +338,51 @@ pub fn review(body: &[u8], policy: &Policy) -> Result<Reviewed, ReviewError> {
     })
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewOut<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    response: ResponseOut<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ResponseOut<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-}
-
 /// The AdmissionReview response for `decision`, echoing `uid`.
+///
+/// Written straight into one buffer, the patch base64-encoded in place: a derived serializer
+/// would copy the patch once more and scan every base64 byte for characters to escape. The
+/// members come in the order the derived form had: `uid`, `allowed`, `status`, `patch`,
+/// `patchType`, `warnings`.
 pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
-    let patch = (!decision.ops.is_empty()).then(|| {
-        let json = serde_json::to_vec(&decision.ops).unwrap_or_default();
-        base64::engine::general_purpose::STANDARD.encode(json)
+    let patch =
+        (!decision.ops.is_empty()).then(|| serde_json::to_vec(&decision.ops).unwrap_or_default());
+    let mut out = Vec::with_capacity(160 + patch.as_ref().map_or(0, |p| p.len() * 4 / 3 + 4));
+    out.extend_from_slice(b"{\"apiVersion\":\"");
+    out.extend_from_slice(REVIEW_API_VERSION.as_bytes());
+    out.extend_from_slice(b"\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
+    json_into(&mut out, uid);
+    out.extend_from_slice(match decision.allowed {
+        true => b",\"allowed\":true",
+        false => b",\"allowed\":false",
     });
-    let status = (!decision.allowed).then(|| rejection_status(decision));
-    let out = ReviewOut {
-        api_version: REVIEW_API_VERSION,
-        kind: "AdmissionReview",
-        response: ResponseOut {
-            uid,
-            allowed: decision.allowed,
-            status,
-            patch_type: patch.as_ref().map(|_| "JSONPatch"),
-            patch,
-            warnings: &decision.warnings,
-        },
-    };
-    serde_json::to_vec(&out).unwrap_or_default()
+    if !decision.allowed {
+        out.extend_from_slice(b",\"status\":");
+        json_into(&mut out, &rejection_status(decision));
+    }
+    if let Some(patch) = patch {
+        out.extend_from_slice(b",\"patch\":\"");
+        let engine = &base64::engine::general_purpose::STANDARD;
+        let start = out.len();
+        out.resize(
+            start + base64::encoded_len(patch.len(), true).unwrap_or(0),
+            0,
+        );
+        let written = engine.encode_slice(&patch, &mut out[start..]).unwrap_or(0);
+        out.truncate(start + written);
+        out.extend_from_slice(b"\",\"patchType\":\"JSONPatch\"");
+    }
+    if !decision.warnings.is_empty() {
+        out.extend_from_slice(b",\"warnings\":");
+        json_into(&mut out, &decision.warnings);
+    }
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// Append `value` as JSON; the values written here (strings, `Value`s) always serialize.
+fn json_into(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
+    let _ = serde_json::to_writer(out, value);
 }
 
 /// A `metav1.Status` for a rejection: 400 BadRequest, the message, and one cause per violation.
