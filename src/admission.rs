@@ -9,14 +9,14 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use json_patch::PatchOperation;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::edit::Editor;
 use crate::ksvc;
 use crate::mutate::{self, Settings, Target};
 use crate::naming::{self, DomainTemplate};
-use crate::node::{self, Map, Node};
+use crate::node::{self, Node};
 use crate::sidecars::{self, Catalogue};
 use crate::stop;
 use crate::validate::{self, Operation, Violation};
@@ -36,56 +36,20 @@ pub struct Policy {
 }
 
 /// The request part of an AdmissionReview: the fields the decision reads. Decoded from a review,
-/// the objects borrow from its bytes.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// the objects borrow from its bytes and are skimmed as [`node::parse`] says.
+#[derive(Debug, Clone, Default)]
 pub struct Request<'a> {
     pub uid: String,
-    #[serde(default)]
     pub kind: Option<GroupVersionKind>,
-    #[serde(default)]
     pub sub_resource: Option<String>,
-    #[serde(default)]
     pub operation: String,
-    #[serde(default)]
     pub namespace: Option<String>,
-    #[serde(default)]
     pub name: Option<String>,
-    /// The object admitted; decoded from a review, skimmed as [`node::parse_object`] says.
-    #[serde(default, borrow, deserialize_with = "skimmed")]
     pub object: Option<Node<'a>>,
-    /// The stored object, on UPDATE. Decoded from a review, only its labels are kept: they are
-    /// all the rules read (identity labels are immutable), and skipping the rest halves the cost
-    /// of an UPDATE.
-    #[serde(default, borrow, deserialize_with = "labels_only")]
+    /// The stored object, on UPDATE. Decoded from a review, only its labels are parsed: they are
+    /// all the rules read (identity labels are immutable).
     pub old_object: Option<Node<'a>>,
-    #[serde(default)]
     pub dry_run: Option<bool>,
-}
-
-fn skimmed<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Node<'de>>, D::Error> {
-    node::parse_object(de).map(|object| (!object.is_null()).then_some(object))
-}
-
-fn labels_only<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Node<'de>>, D::Error> {
-    #[derive(Deserialize)]
-    struct Stored<'a> {
-        #[serde(default, borrow)]
-        metadata: StoredMeta<'a>,
-    }
-    #[derive(Default, Deserialize)]
-    struct StoredMeta<'a> {
-        #[serde(default, borrow)]
-        labels: Node<'a>,
-    }
-    let stored = Option::<Stored>::deserialize(de)?;
-    Ok(stored.map(|s| {
-        let mut metadata = Map::new();
-        metadata.insert("labels", s.metadata.labels);
-        let mut object = Map::new();
-        object.insert("metadata", Node::Object(metadata));
-        Node::Object(object)
-    }))
 }
 
 impl Request<'static> {
@@ -115,13 +79,10 @@ impl Request<'static> {
 }
 
 /// `request.kind` of a review.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GroupVersionKind {
-    #[serde(default)]
     pub group: String,
-    #[serde(default)]
     pub version: String,
-    #[serde(default)]
     pub kind: String,
 }
 
@@ -276,37 +237,76 @@ pub enum ReviewError {
     Decode(String),
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewIn<'a> {
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-    #[serde(borrow)]
-    request: Option<Request<'a>>,
-}
-
 /// Decode an AdmissionReview and check it is one this webhook answers.
 pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
-    // sonic-rs follows its message with lines that point into the body: keep the first.
-    let review: ReviewIn = sonic_rs::from_slice(body).map_err(|e| {
-        let message = e.to_string();
-        ReviewError::Decode(message.lines().next().unwrap_or_default().to_string())
-    })?;
-    if review.api_version != REVIEW_API_VERSION || review.kind != "AdmissionReview" {
+    // The fast parser refuses what it does not take; serde_json then reads it or says why not.
+    let mut review = match node::parse::review(body) {
+        Ok(review) => review,
+        Err(node::parse::Refused) => {
+            serde_json::from_slice::<Node>(body).map_err(|e| ReviewError::Decode(e.to_string()))?
+        }
+    };
+    let api_version = review.get("apiVersion").and_then(Node::as_str);
+    let kind = review.get("kind").and_then(Node::as_str);
+    if api_version != Some(REVIEW_API_VERSION) || kind != Some("AdmissionReview") {
         return Err(ReviewError::Decode(format!(
             "apiVersion {:?} and kind {:?} (want {REVIEW_API_VERSION:?} and \"AdmissionReview\")",
-            review.api_version, review.kind
+            api_version.unwrap_or_default(),
+            kind.unwrap_or_default()
         )));
     }
-    let request = review
-        .request
-        .ok_or_else(|| ReviewError::Decode("request is missing".into()))?;
-    if request.uid.is_empty() {
+    let Some(mut request) = review.get_mut("request").map(std::mem::take) else {
+        return Err(ReviewError::Decode("request is missing".into()));
+    };
+    let text = |node: &Node, key: &str| -> Result<Option<String>, ReviewError> {
+        match node.get(key) {
+            None | Some(Node::Null) => Ok(None),
+            Some(value) => value
+                .as_str()
+                .map(|s| Some(s.to_string()))
+                .ok_or_else(|| ReviewError::Decode(format!("request.{key} is not a string"))),
+        }
+    };
+    let kind = match request.get("kind") {
+        None | Some(Node::Null) => None,
+        Some(gvk) if gvk.is_object() => Some(GroupVersionKind {
+            group: text(gvk, "group")?.unwrap_or_default(),
+            version: text(gvk, "version")?.unwrap_or_default(),
+            kind: text(gvk, "kind")?.unwrap_or_default(),
+        }),
+        Some(_) => return Err(ReviewError::Decode("request.kind is not an object".into())),
+    };
+    let dry_run = match request.get("dryRun") {
+        None | Some(Node::Null) => None,
+        Some(Node::Bool(b)) => Some(*b),
+        Some(_) => {
+            return Err(ReviewError::Decode(
+                "request.dryRun is not a boolean".into(),
+            ));
+        }
+    };
+    let uid = text(&request, "uid")?.unwrap_or_default();
+    if uid.is_empty() {
         return Err(ReviewError::Decode("request.uid is missing".into()));
     }
-    Ok(request)
+    let mut object_at = |key: &str| {
+        request
+            .get_mut(key)
+            .map(std::mem::take)
+            .filter(|o| !o.is_null())
+    };
+    let (object, old_object) = (object_at("object"), object_at("oldObject"));
+    Ok(Request {
+        uid,
+        kind,
+        sub_resource: text(&request, "subResource")?,
+        operation: text(&request, "operation")?.unwrap_or_default(),
+        namespace: text(&request, "namespace")?,
+        name: text(&request, "name")?,
+        object,
+        old_object,
+        dry_run,
+    })
 }
 
 /// Decide on one AdmissionReview: the bytes kube-apiserver sent in, the bytes to answer with.

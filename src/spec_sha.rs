@@ -6,7 +6,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::node::Node;
+use crate::node::{self, Node};
 
 /// How many hex characters of the digest the annotation keeps.
 pub const SHA_HEX_LEN: usize = 16;
@@ -112,7 +112,7 @@ fn write_string(s: &str, out: &mut Vec<u8>) {
     let bytes = s.as_bytes();
     out.push(b'"');
     let mut start = 0;
-    if needs_escape(bytes) {
+    if node::find_special(bytes).is_some() {
         for (at, &b) in bytes.iter().enumerate() {
             let escaped: &[u8] = match b {
                 b'"' => b"\\\"",
@@ -137,32 +137,6 @@ fn write_string(s: &str, out: &mut Vec<u8>) {
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
-}
-
-/// Whether `bytes` holds a `"`, a `\` or a control character: eight bytes at a time, as most
-/// strings hold none.
-fn needs_escape(bytes: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // A byte of `x` is zero, or below `n`, where the high bit of `(x - n·ONES) & !x` is set.
-    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
-    let mut words = bytes.chunks_exact(8);
-    for word in &mut words {
-        let Ok(word) = <[u8; 8]>::try_from(word) else {
-            continue;
-        };
-        let x = u64::from_le_bytes(word);
-        let hits = below(x, 0x20)
-            | below(x ^ (ONES * u64::from(b'"')), 1)
-            | below(x ^ (ONES * u64::from(b'\\')), 1);
-        if hits != 0 {
-            return true;
-        }
-    }
-    words
-        .remainder()
-        .iter()
-        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 #[cfg(test)]
@@ -220,8 +194,8 @@ mod tests {
             write_string(&s, &mut out);
             // serde_json escapes the same characters; it spells other controls the same way.
             proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&s).unwrap());
-            let escape = s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\');
-            proptest::prop_assert_eq!(needs_escape(s.as_bytes()), escape);
+            let first = s.bytes().position(|b| b < 0x20 || b == b'"' || b == b'\\');
+            proptest::prop_assert_eq!(node::find_special(s.as_bytes()), first);
         }
 
         #[test]

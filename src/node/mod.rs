@@ -1,22 +1,23 @@
 //! PURE: the JSON tree the admission core reads and edits, borrowing from the request body.
 //!
-//! A [`Node`] parsed from a review is mostly slices of the body: a string without escapes is
-//! never copied, and an object is a vector of members in the order they came (no map is built).
-//! Values the webhook never reads are not parsed into a tree at all but kept as their JSON text
-//! ([`Node::Raw`]): the annotations of other owners (a `kubectl.kubernetes.io/last-applied-
-//! configuration` can be half of a review), `metadata.managedFields` and `status`. They are
-//! written back out byte for byte, so nothing is lost; only [`parse_object`] skims like that.
-//!
-//! Reviews are parsed with `sonic-rs` (SIMD string scanning, serde-compatible): for a 200 KB
-//! review it is about twice as fast as `serde_json` into the same tree.
+//! A [`Node`] parsed from a review ([`parse::review`]) is mostly slices of the body: a string
+//! without escapes is never copied, and an object is a vector of members in the order they came
+//! (no map is built). Values the webhook never reads are not parsed into a tree at all but kept as
+//! their JSON text ([`Node::Raw`]): the annotations of other owners (a `kubectl.kubernetes.io/
+//! last-applied-configuration` can be half of a review), `metadata.managedFields`, `status`, and
+//! all of the stored object but its labels. They are written back out byte for byte, so nothing
+//! is lost.
 //!
 //! Trees built by the offline CLI and by tests come from `serde_json::Value`
-//! ([`Node::from_json`]) and own their strings.
+//! ([`Node::from_json`]) and own their strings; `serde_json` also parses into a tree directly
+//! (`Node: Deserialize`), which is how a body the fast parser refuses is read after all.
+
+pub mod parse;
 
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Number;
@@ -84,6 +85,11 @@ impl<'a> Map<'a> {
                 None
             }
         }
+    }
+
+    /// Append a member, as a parser does (no check for an earlier one of the same name).
+    pub fn push(&mut self, key: impl Into<Cow<'a, str>>, value: Node<'a>) {
+        self.members.push((key.into(), value));
     }
 
     /// Put `key` back at `index` (where [`Map::remove`] found it).
@@ -304,65 +310,15 @@ impl Serialize for Node<'_> {
     }
 }
 
-/// How much of a value to build: which members stay raw text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape {
-    /// Everything.
-    Full,
-    /// A Kubernetes object: `status` stays raw.
-    Object,
-    /// `metadata`: `managedFields` stays raw.
-    Metadata,
-    /// `metadata.annotations`: only the webhook's own keys are parsed.
-    Annotations,
-}
-
-/// Where a member of a value of this shape goes.
-enum Member {
-    Build(Shape),
-    Raw,
-}
-
-impl Shape {
-    fn member(self, key: &str) -> Member {
-        match (self, key) {
-            (Shape::Full, _) => Member::Build(Shape::Full),
-            (Shape::Object, "metadata") => Member::Build(Shape::Metadata),
-            (Shape::Object, "status") | (Shape::Metadata, "managedFields") => Member::Raw,
-            (Shape::Metadata, "annotations") => Member::Build(Shape::Annotations),
-            (Shape::Annotations, key) if crate::keys::is_own_annotation(key) => {
-                Member::Build(Shape::Full)
-            }
-            (Shape::Annotations, _) => Member::Raw,
-            (Shape::Object | Shape::Metadata, _) => Member::Build(Shape::Full),
-        }
-    }
-}
-
-/// Parse a Kubernetes object from the JSON of a review, borrowing from it and skimming what the
-/// webhook never reads (see the module docs). Only for the `sonic-rs` deserializer.
-pub fn parse_object<'de, D: Deserializer<'de>>(d: D) -> Result<Node<'de>, D::Error> {
-    Seed(Shape::Object).deserialize(d)
-}
-
 impl<'de: 'a, 'a> Deserialize<'de> for Node<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Seed(Shape::Full).deserialize(d)
+        d.deserialize_any(NodeVisitor)
     }
 }
 
-#[derive(Clone, Copy)]
-struct Seed(Shape);
+struct NodeVisitor;
 
-impl<'de> DeserializeSeed<'de> for Seed {
-    type Value = Node<'de>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Node<'de>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Seed {
+impl<'de> Visitor<'de> for NodeVisitor {
     type Value = Node<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -378,7 +334,7 @@ impl<'de> Visitor<'de> for Seed {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node<'de>, D::Error> {
-        self.deserialize(d)
+        d.deserialize_any(self)
     }
 
     fn visit_bool<E>(self, b: bool) -> Result<Node<'de>, E> {
@@ -413,7 +369,7 @@ impl<'de> Visitor<'de> for Seed {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node<'de>, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element_seed(Seed(Shape::Full))? {
+        while let Some(item) = seq.next_element()? {
             items.push(item);
         }
         Ok(Node::Array(items))
@@ -422,15 +378,7 @@ impl<'de> Visitor<'de> for Seed {
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Node<'de>, A::Error> {
         let mut members = Vec::with_capacity(access.size_hint().unwrap_or(0));
         while let Some(Key(key)) = access.next_key()? {
-            let value = match self.0.member(&key) {
-                Member::Build(shape) => access.next_value_seed(Seed(shape))?,
-                Member::Raw => Node::Raw(
-                    access
-                        .next_value::<sonic_rs::LazyValue<'de>>()?
-                        .as_raw_cow(),
-                ),
-            };
-            members.push((key, value));
+            members.push((key, access.next_value()?));
         }
         Ok(Node::Object(Map { members }))
     }
@@ -465,15 +413,40 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
+/// The index of the first `"`, `\\` or control character in `bytes`: where a JSON string ends
+/// or needs an escape. Eight bytes at a time, as most strings hold none.
+pub(crate) fn find_special(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // The high bit of a byte of `(x - n·ONES) & !x` is set where that byte of `x` is below `n`
+    // (zero for n = 1); the lowest such bit is exact.
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
+    let mut words = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for word in &mut words {
+        let Ok(word) = <[u8; 8]>::try_from(word) else {
+            break;
+        };
+        let x = u64::from_le_bytes(word);
+        let hits = below(x, 0x20)
+            | below(x ^ (ONES * u64::from(b'"')), 1)
+            | below(x ^ (ONES * u64::from(b'\\')), 1);
+        if hits != 0 {
+            return Some(offset + hits.trailing_zeros() as usize / 8);
+        }
+        offset += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+        .map(|i| offset + i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn skim(text: &str) -> Node<'_> {
-        let mut de = sonic_rs::Deserializer::from_str(text);
-        parse_object(&mut de).unwrap()
-    }
 
     #[test]
     fn parsed_trees_equal_serde_json_values() {
@@ -486,39 +459,15 @@ mod tests {
     }
 
     #[test]
-    fn skimming_keeps_what_it_does_not_read_as_text() {
-        let text = r#"{"metadata":{"name":"a","managedFields":[{"manager":"kubectl"}],
-            "annotations":{"flyte.org/spec-sha":"abc","kubectl.kubernetes.io/last-applied-configuration":"{\"x\":1}","plain":"v"}},
-            "spec":{"k":"v"},"status":{"conditions":[]}}"#;
-        let node = skim(text);
-        let annotations = node
-            .get("metadata")
-            .and_then(|m| m.get("annotations"))
-            .unwrap();
-        assert!(matches!(
-            annotations.get("flyte.org/spec-sha"),
-            Some(Node::String(_))
-        ));
-        let applied = annotations.get("kubectl.kubernetes.io/last-applied-configuration");
-        assert!(matches!(applied, Some(Node::Raw(_))));
-        assert_eq!(
-            applied.and_then(Node::as_str),
-            None,
-            "escaped raw text is not read"
-        );
-        assert_eq!(annotations.get("plain").and_then(Node::as_str), Some("v"));
-        assert!(matches!(node.get("status"), Some(Node::Raw(_))));
-        let full: serde_json::Value = serde_json::from_str(text).unwrap();
-        assert_eq!(node.to_json(), full, "nothing is lost");
-        assert_eq!(serde_json::to_value(&node).unwrap(), full);
-    }
-
-    #[test]
     fn maps_compare_without_order_and_put_keys_back_in_place() {
         let mut a = Map::new();
         a.insert("x", Node::from("1"));
         a.insert("y", Node::from("2"));
         let mut b = Map::new();
+        assert_eq!(find_special(b"0123456789\"ab"), Some(10));
+        assert_eq!(find_special(b"ab\\"), Some(2));
+        assert_eq!(find_special(b"0123456789abcdef\x01"), Some(16));
+        assert_eq!(find_special("é😀 plain".as_bytes()), None);
         b.insert("y", Node::from("2"));
         b.insert("x", Node::from("1"));
         assert_eq!(a, b);

@@ -1,0 +1,478 @@
+//! PURE: the parser of AdmissionReview bodies, straight into a [`Node`] tree.
+//!
+//! Why not a serde `Deserializer`: on a 200 KB review, `serde_json` and `sonic-rs` both spent
+//! more time visiting tokens into a tree than the whole review may take, and `sonic-rs`'s own
+//! tree turns edited objects into hash maps (losing member order, so patches would not be
+//! byte-stable). This parser does one pass over the bytes, finds string ends eight bytes at a
+//! time, borrows every string without escapes, and builds nothing for what admission never reads
+//! (see [`Shape`]): those values are checked and kept as their text ([`Node::Raw`]).
+//!
+//! Anything it does not take (invalid UTF-8 or JSON, nesting deeper than [`MAX_DEPTH`], a number
+//! out of range) is an `Err`, and the caller falls back to `serde_json`, which either parses the
+//! body after all or says what is wrong with it. Escaped strings are decoded by `serde_json` too.
+
+use std::borrow::Cow;
+
+use serde_json::Number;
+
+use super::{Map, Node};
+use crate::keys;
+
+/// Nesting deeper than this is refused (as `serde_json` does at 128), so no input can exhaust
+/// the stack of a parser, a hasher or a destructor that recurse.
+pub const MAX_DEPTH: usize = 128;
+
+/// What this parser does not take; the caller falls back to `serde_json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused;
+
+/// How much of a value to build: which members stay raw text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Everything.
+    Full,
+    /// The AdmissionReview.
+    Review,
+    /// `request`: `userInfo` and `options` stay raw.
+    Request,
+    /// `request.object`: `status` stays raw.
+    Object,
+    /// `request.object.metadata`: `managedFields` stays raw.
+    Metadata,
+    /// `metadata.annotations`: only the webhook's own keys are parsed.
+    Annotations,
+    /// `request.oldObject`: only `metadata.labels` is parsed (the rules read nothing else).
+    OldObject,
+    /// `request.oldObject.metadata`.
+    OldMetadata,
+}
+
+/// Where a member of a value of this shape goes.
+enum Member {
+    Build(Shape),
+    Raw,
+}
+
+impl Shape {
+    fn member(self, key: &str) -> Member {
+        use Member::{Build, Raw};
+        match (self, key) {
+            (Shape::Full, _) => Build(Shape::Full),
+            (Shape::Review, "request") => Build(Shape::Request),
+            (Shape::Request, "object") => Build(Shape::Object),
+            (Shape::Request, "oldObject") => Build(Shape::OldObject),
+            (Shape::Request, "userInfo" | "options") => Raw,
+            (Shape::Object, "metadata") => Build(Shape::Metadata),
+            (Shape::Object, "status") | (Shape::Metadata, "managedFields") => Raw,
+            (Shape::Metadata, "annotations") => Build(Shape::Annotations),
+            (Shape::Annotations, key) if keys::is_own_annotation(key) => Build(Shape::Full),
+            (Shape::Annotations, _) => Raw,
+            (Shape::OldObject, "metadata") => Build(Shape::OldMetadata),
+            (Shape::OldMetadata, "labels") => Build(Shape::Full),
+            (Shape::OldObject | Shape::OldMetadata, _) => Raw,
+            (Shape::Review | Shape::Request | Shape::Object | Shape::Metadata, _) => {
+                Build(Shape::Full)
+            }
+        }
+    }
+}
+
+/// Parse an AdmissionReview body, skimming what admission never reads.
+pub fn review(body: &[u8]) -> Result<Node<'_>, Refused> {
+    let text = std::str::from_utf8(body).map_err(|_| Refused)?;
+    let mut p = Parser { text, at: 0 };
+    let node = p.value(Shape::Review, 0)?;
+    p.space();
+    match p.at == text.len() {
+        true => Ok(node),
+        false => Err(Refused),
+    }
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes().get(self.at).copied()
+    }
+
+    fn space(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, byte: u8) -> Result<(), Refused> {
+        self.space();
+        match self.peek() == Some(byte) {
+            true => {
+                self.at += 1;
+                Ok(())
+            }
+            false => Err(Refused),
+        }
+    }
+
+    /// The next value, built to `shape`.
+    fn value(&mut self, shape: Shape, depth: usize) -> Result<Node<'a>, Refused> {
+        if depth > MAX_DEPTH {
+            return Err(Refused);
+        }
+        self.space();
+        match self.peek().ok_or(Refused)? {
+            b'{' => self.object(shape, depth),
+            b'[' => self.array(depth),
+            b'"' => self.string().map(Node::String),
+            b't' => self.literal("true", Node::Bool(true)),
+            b'f' => self.literal("false", Node::Bool(false)),
+            b'n' => self.literal("null", Node::Null),
+            _ => self.number().map(Node::Number),
+        }
+    }
+
+    fn object(&mut self, shape: Shape, depth: usize) -> Result<Node<'a>, Refused> {
+        self.at += 1;
+        let mut map = Map::new();
+        self.space();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Ok(Node::Object(map));
+        }
+        loop {
+            self.space();
+            if self.peek() != Some(b'"') {
+                return Err(Refused);
+            }
+            let key = self.string()?;
+            self.eat(b':')?;
+            let value = match shape.member(&key) {
+                Member::Build(inner) => self.value(inner, depth + 1)?,
+                Member::Raw => self.raw(depth + 1)?,
+            };
+            map.push(key, value);
+            self.space();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b'}') => {
+                    self.at += 1;
+                    return Ok(Node::Object(map));
+                }
+                _ => return Err(Refused),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Node<'a>, Refused> {
+        self.at += 1;
+        let mut items = Vec::new();
+        self.space();
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            return Ok(Node::Array(items));
+        }
+        loop {
+            items.push(self.value(Shape::Full, depth + 1)?);
+            self.space();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b']') => {
+                    self.at += 1;
+                    return Ok(Node::Array(items));
+                }
+                _ => return Err(Refused),
+            }
+        }
+    }
+
+    fn literal(&mut self, word: &str, node: Node<'a>) -> Result<Node<'a>, Refused> {
+        match self.text[self.at..].starts_with(word) {
+            true => {
+                self.at += word.len();
+                Ok(node)
+            }
+            false => Err(Refused),
+        }
+    }
+
+    /// A string: borrowed when it holds no escape, else decoded by `serde_json`.
+    fn string(&mut self) -> Result<Cow<'a, str>, Refused> {
+        let open = self.at;
+        let escaped = self.skip_string()?;
+        let inner = &self.text[open + 1..self.at - 1];
+        match escaped {
+            false => Ok(Cow::Borrowed(inner)),
+            true => serde_json::from_str::<String>(&self.text[open..self.at])
+                .map(Cow::Owned)
+                .map_err(|_| Refused),
+        }
+    }
+
+    /// Move past the string that starts at the quote under the cursor; whether it held escapes.
+    fn skip_string(&mut self) -> Result<bool, Refused> {
+        let bytes = self.bytes();
+        let mut at = self.at + 1;
+        let mut escaped = false;
+        loop {
+            at += super::find_special(&bytes[at..]).ok_or(Refused)?;
+            match bytes[at] {
+                b'"' => {
+                    self.at = at + 1;
+                    return Ok(escaped);
+                }
+                b'\\' => {
+                    escaped = true;
+                    at += 2;
+                    if at > bytes.len() {
+                        return Err(Refused);
+                    }
+                }
+                _ => return Err(Refused), // a raw control character
+            }
+        }
+    }
+
+    /// A number, as `serde_json` reads it: integers that fit as integers, the rest as doubles.
+    fn number(&mut self) -> Result<Number, Refused> {
+        let start = self.at;
+        let bytes = self.bytes();
+        let mut at = start;
+        let digits = |at: &mut usize| {
+            let from = *at;
+            while bytes.get(*at).is_some_and(u8::is_ascii_digit) {
+                *at += 1;
+            }
+            *at - from
+        };
+        let negative = bytes.get(at) == Some(&b'-');
+        at += usize::from(negative);
+        let int_start = at;
+        match digits(&mut at) {
+            0 => return Err(Refused),
+            n if n > 1 && bytes[int_start] == b'0' => return Err(Refused),
+            _ => {}
+        }
+        let mut integer = true;
+        if bytes.get(at) == Some(&b'.') {
+            at += 1;
+            integer = false;
+            if digits(&mut at) == 0 {
+                return Err(Refused);
+            }
+        }
+        if let Some(b'e' | b'E') = bytes.get(at) {
+            at += 1;
+            integer = false;
+            if let Some(b'+' | b'-') = bytes.get(at) {
+                at += 1;
+            }
+            if digits(&mut at) == 0 {
+                return Err(Refused);
+            }
+        }
+        self.at = at;
+        let token = &self.text[start..at];
+        if integer {
+            match negative {
+                // `-0` is the double -0.0, as serde_json reads it.
+                true => match token.parse::<i64>() {
+                    Ok(0) | Err(_) => {}
+                    Ok(n) => return Ok(n.into()),
+                },
+                false => {
+                    if let Ok(n) = token.parse::<u64>() {
+                        return Ok(n.into());
+                    }
+                }
+            }
+        }
+        let float: f64 = token.parse().map_err(|_| Refused)?;
+        Number::from_f64(float).ok_or(Refused)
+    }
+
+    /// Check the next value and keep its text.
+    fn raw(&mut self, depth: usize) -> Result<Node<'a>, Refused> {
+        self.space();
+        let start = self.at;
+        self.skip(depth)?;
+        Ok(Node::Raw(Cow::Borrowed(&self.text[start..self.at])))
+    }
+
+    /// Move past the next value, checking its grammar, building nothing.
+    fn skip(&mut self, depth: usize) -> Result<(), Refused> {
+        if depth > MAX_DEPTH {
+            return Err(Refused);
+        }
+        self.space();
+        match self.peek().ok_or(Refused)? {
+            b'"' => self.skip_string().map(drop),
+            open @ (b'{' | b'[') => {
+                let close = if open == b'{' { b'}' } else { b']' };
+                self.at += 1;
+                self.space();
+                if self.peek() == Some(close) {
+                    self.at += 1;
+                    return Ok(());
+                }
+                loop {
+                    if open == b'{' {
+                        self.space();
+                        if self.peek() != Some(b'"') {
+                            return Err(Refused);
+                        }
+                        self.skip_string()?;
+                        self.eat(b':')?;
+                    }
+                    self.skip(depth + 1)?;
+                    self.space();
+                    match self.peek() {
+                        Some(b',') => self.at += 1,
+                        Some(b) if b == close => {
+                            self.at += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(Refused),
+                    }
+                }
+            }
+            b't' => self.literal("true", Node::Null).map(drop),
+            b'f' => self.literal("false", Node::Null).map(drop),
+            b'n' => self.literal("null", Node::Null).map(drop),
+            _ => self.number().map(drop),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    fn parsed(text: &str) -> Result<Value, Refused> {
+        review(text.as_bytes()).map(|n| n.to_json())
+    }
+
+    #[test]
+    fn values_read_as_serde_json_reads_them() {
+        let texts = [
+            r#"{"a": [1, -2, 2.5, -0, 0.0, 1e3, 1E-2, 18446744073709551615, 18446744073709551616, -9223372036854775809]}"#,
+            r#"{"s": "plain", "e": "tab\t quote\" slash\\ \u00e9 \ud83d\ude00", "k\"ey": {}}"#,
+            " { \"x\" : [ true , false , null , [ ] , { } ] } ",
+            r#""top-level string""#,
+            "3",
+        ];
+        for text in texts {
+            let want: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(parsed(text), Ok(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn what_serde_json_refuses_is_refused() {
+        let texts = [
+            "",
+            "{",
+            "[1,]",
+            "{\"a\":1,}",
+            "01",
+            "1.",
+            "-",
+            "1e",
+            "tru",
+            "\"a",
+            "\"\\\"",
+            "\"\u{1}\"",
+            "{} x",
+            "{\"a\" 1}",
+            "[1 2]",
+            "1e400",
+            "{\"request\":{\"userInfo\":[1,}}}",
+        ];
+        for text in texts {
+            assert!(serde_json::from_str::<Value>(text).is_err(), "{text:?}");
+            assert_eq!(parsed(text), Err(Refused), "{text:?}");
+        }
+        assert_eq!(review(b"\"\xff\""), Err(Refused));
+        let deep = "[".repeat(MAX_DEPTH + 2) + &"]".repeat(MAX_DEPTH + 2);
+        assert_eq!(parsed(&deep), Err(Refused));
+    }
+
+    #[test]
+    fn reviews_keep_what_admission_never_reads_as_text() {
+        let text = r#"{"request":{"uid":"u","userInfo":{"username":"me"},
+            "object":{"metadata":{"name":"a","managedFields":[{"manager":"kubectl"}],
+              "annotations":{"flyte.org/spec-sha":"abc","kubectl.kubernetes.io/last-applied-configuration":"{\"x\":1}"}},
+              "spec":{"k":"v"},"status":{"conditions":[]}},
+            "oldObject":{"metadata":{"labels":{"l":"v"},"name":"a"},"spec":{"k":"v"}}}}"#;
+        let node = review(text.as_bytes()).unwrap();
+        let request = node.get("request").unwrap();
+        assert!(matches!(request.get("userInfo"), Some(Node::Raw(_))));
+        let object = request.get("object").unwrap();
+        let annotations = object
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .unwrap();
+        assert!(matches!(
+            annotations.get("flyte.org/spec-sha"),
+            Some(Node::String(_))
+        ));
+        let applied = annotations.get("kubectl.kubernetes.io/last-applied-configuration");
+        assert!(matches!(applied, Some(Node::Raw(_))));
+        assert!(matches!(object.get("status"), Some(Node::Raw(_))));
+        assert!(matches!(object.get("spec"), Some(Node::Object(_))));
+        let old = request.get("oldObject").unwrap();
+        assert!(matches!(old.get("spec"), Some(Node::Raw(_))));
+        assert!(matches!(
+            old.get("metadata").and_then(|m| m.get("labels")),
+            Some(Node::Object(_))
+        ));
+        let full: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(node.to_json(), full, "nothing is lost");
+        assert_eq!(json!(node), full);
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "[a-z\"\\\\\u{0}-\u{1f}é\u{1f600}/ ]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z\"é]{0,6}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_json_text_reads_as_serde_json_reads_it(v in json_value(), pretty in any::<bool>()) {
+            let text = match pretty {
+                true => serde_json::to_string_pretty(&v).unwrap(),
+                false => serde_json::to_string(&v).unwrap(),
+            };
+            prop_assert_eq!(parsed(&text), Ok(v));
+        }
+
+        #[test]
+        fn any_text_is_refused_or_read_as_serde_json_reads_it(text in "[\\[\\]{}\",:0-9eE.+\\- a-z\\\\]{0,24}") {
+            if let Ok(v) = parsed(&text) {
+                prop_assert_eq!(serde_json::from_str::<Value>(&text).ok(), Some(v));
+            }
+        }
+    }
+}
