@@ -2,7 +2,8 @@
 //!
 //! Canonical JSON makes the hash independent of key order, whitespace and number spelling, so a
 //! manifest applied twice in any formatting gets the same SHA. The canonical bytes are written
-//! into one buffer that is hashed in a single pass.
+//! into a buffer that is handed to the hasher in chunks of [`CHUNK`] bytes: many tiny writes to a
+//! hasher cost more than the copy, and one buffer for a 200 KB spec would keep growing.
 
 use sha2::{Digest, Sha256};
 
@@ -11,11 +12,20 @@ use crate::node::{self, Node};
 /// How many hex characters of the digest the annotation keeps.
 pub const SHA_HEX_LEN: usize = 16;
 
+/// How many canonical bytes pile up before they are hashed.
+const CHUNK: usize = 16 * 1024;
+
 /// The annotation value: the first 16 lower-case hex characters of SHA-256 over the canonical
 /// JSON of `value`.
 pub fn spec_sha(value: &Node) -> String {
-    let digest = Sha256::digest(canonical_bytes(value));
-    hex::encode(&digest[..SHA_HEX_LEN / 2])
+    let mut out = Out {
+        buf: Vec::with_capacity(CHUNK + 1024),
+        hasher: Some(Sha256::new()),
+    };
+    write_canonical(value, &mut out);
+    let mut hasher = out.hasher.unwrap_or_default();
+    hasher.update(&out.buf);
+    hex::encode(&hasher.finalize()[..SHA_HEX_LEN / 2])
 }
 
 /// [`spec_sha`] of a `serde_json::Value`.
@@ -29,30 +39,52 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
     String::from_utf8_lossy(&canonical_bytes(&Node::borrow_json(value))).into_owned()
 }
 
-/// The canonical bytes, built in one buffer and hashed in one pass: many tiny writes to a
-/// hasher cost more than the copy.
+/// All the canonical bytes, in one buffer.
 fn canonical_bytes(value: &Node) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4096);
+    let mut out = Out {
+        buf: Vec::with_capacity(4096),
+        hasher: None,
+    };
     write_canonical(value, &mut out);
-    out
+    out.buf
 }
 
-fn write_canonical(value: &Node, out: &mut Vec<u8>) {
+/// Where canonical bytes go: a buffer, hashed a chunk at a time when there is a hasher.
+struct Out {
+    buf: Vec<u8>,
+    hasher: Option<Sha256>,
+}
+
+impl Out {
+    /// Hand a full chunk to the hasher.
+    fn settle(&mut self) {
+        if let Some(hasher) = &mut self.hasher
+            && self.buf.len() >= CHUNK
+        {
+            hasher.update(&self.buf);
+            self.buf.clear();
+        }
+    }
+}
+
+fn write_canonical(value: &Node, out: &mut Out) {
+    out.settle();
+    let buf = &mut out.buf;
     match value {
-        Node::Null => out.extend_from_slice(b"null"),
-        Node::Bool(true) => out.extend_from_slice(b"true"),
-        Node::Bool(false) => out.extend_from_slice(b"false"),
-        Node::Number(n) => write_number(n, out),
-        Node::String(s) => write_string(s, out),
+        Node::Null => buf.extend_from_slice(b"null"),
+        Node::Bool(true) => buf.extend_from_slice(b"true"),
+        Node::Bool(false) => buf.extend_from_slice(b"false"),
+        Node::Number(n) => write_number(n, buf),
+        Node::String(s) => write_string(s, buf),
         Node::Array(items) => {
-            out.push(b'[');
+            buf.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    out.buf.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(b']');
+            out.buf.push(b']');
         }
         Node::Object(map) => {
             // RFC 8785 orders members by their names' UTF-16 code units; most maps come sorted.
@@ -67,22 +99,22 @@ fn write_canonical(value: &Node, out: &mut Vec<u8>) {
         // Raw text came out of a successful parse, so it parses again.
         Node::Raw(text) => match serde_json::from_str::<Node>(text) {
             Ok(node) => write_canonical(&node, out),
-            Err(_) => out.extend_from_slice(b"null"),
+            Err(_) => buf.extend_from_slice(b"null"),
         },
     }
 }
 
-fn write_members<'v>(members: impl Iterator<Item = (&'v str, &'v Node<'v>)>, out: &mut Vec<u8>) {
-    out.push(b'{');
+fn write_members<'v>(members: impl Iterator<Item = (&'v str, &'v Node<'v>)>, out: &mut Out) {
+    out.buf.push(b'{');
     for (i, (key, item)) in members.enumerate() {
         if i > 0 {
-            out.push(b',');
+            out.buf.push(b',');
         }
-        write_string(key, out);
-        out.push(b':');
+        write_string(key, &mut out.buf);
+        out.buf.push(b':');
         write_canonical(item, out);
     }
-    out.push(b'}');
+    out.buf.push(b'}');
 }
 
 /// UTF-16 code-unit order. UTF-8 byte order is code-point order, which differs only where a
@@ -202,6 +234,20 @@ mod tests {
         fn key_order_is_utf16_order(a in "[a\u{e000}\u{ffff}\u{10000}\u{1f600}é]{0,4}", b in "[a\u{e000}\u{ffff}\u{10000}\u{1f600}é]{0,4}") {
             proptest::prop_assert_eq!(utf16_cmp(&a, &b), a.encode_utf16().cmp(b.encode_utf16()));
         }
+    }
+
+    #[test]
+    fn chunked_hashing_equals_hashing_at_once() {
+        let big: Vec<Value> = (0..5000)
+            .map(|i| json!({"name": format!("V{i}"), "value": i}))
+            .collect();
+        let node = Node::from_json(json!({"env": big}));
+        let bytes = canonical_bytes(&node);
+        assert!(bytes.len() > 4 * CHUNK);
+        assert_eq!(
+            spec_sha(&node),
+            hex::encode(&Sha256::digest(&bytes)[..SHA_HEX_LEN / 2])
+        );
     }
 
     #[test]
