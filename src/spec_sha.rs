@@ -96,11 +96,14 @@ fn write_canonical(value: &Node, out: &mut Out) {
                 write_members(members.into_iter(), out);
             }
         }
-        // Raw text came out of a successful parse, so it parses again.
-        Node::Raw(text) => match serde_json::from_str::<Node>(text) {
-            Ok(node) => write_canonical(&node, out),
-            Err(_) => buf.extend_from_slice(b"null"),
-        },
+        // Raw text was checked by the parser that left it, so it reads again.
+        Node::Raw(text) => {
+            let at = buf.len();
+            if node::parse::canonical(text, buf).is_err() {
+                buf.truncate(at);
+                buf.extend_from_slice(b"null");
+            }
+        }
     }
 }
 
@@ -120,7 +123,7 @@ fn write_members<'v>(members: impl Iterator<Item = (&'v str, &'v Node<'v>)>, out
 /// UTF-16 code-unit order. UTF-8 byte order is code-point order, which differs only where a
 /// character from U+E000 up (lead byte 0xEE or above) meets a supplementary one: so the first
 /// differing byte decides unless it is such a lead byte.
-fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+pub(crate) fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     let (x, y) = (a.as_bytes(), b.as_bytes());
     match x.iter().zip(y).position(|(p, q)| p != q) {
         None => x.len().cmp(&y.len()),
@@ -130,7 +133,7 @@ fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// Numbers as ECMAScript's `Number.prototype.toString` prints the IEEE-754 double.
-fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) {
+pub(crate) fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) {
     if let Some(i) = n.as_i64().filter(|i| i.unsigned_abs() < (1 << 53)) {
         out.extend_from_slice(i.to_string().as_bytes());
         return;
@@ -140,7 +143,7 @@ fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) {
     out.extend_from_slice(buf.format(f).as_bytes());
 }
 
-fn write_string(s: &str, out: &mut Vec<u8>) {
+pub(crate) fn write_string(s: &str, out: &mut Vec<u8>) {
     let bytes = s.as_bytes();
     out.push(b'"');
     let mut start = 0;

@@ -205,6 +205,26 @@ proptest! {
     }
 
     #[test]
+    fn a_review_body_is_decided_as_the_request_it_carries(x in kservice(), stopped in any::<bool>(), pretty in any::<bool>()) {
+        // The review parser skims what admission never reads; the answer must not change.
+        let x = with_stop_label(&x, stopped.then_some("true"));
+        let once = admit("CREATE", &x, None).object_json().unwrap();
+        for (op, object, old) in [("CREATE", &x, None), ("UPDATE", &once, Some(&once)), ("UPDATE", &x, Some(&once))] {
+            let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": "u", "kind": {"group": "serving.knative.dev", "version": "v1", "kind": "Service"},
+                "operation": op, "namespace": "ns1", "object": object, "oldObject": old}});
+            let body = match pretty {
+                true => serde_json::to_vec_pretty(&review).unwrap(),
+                false => serde_json::to_vec(&review).unwrap(),
+            };
+            let reviewed = admission::review(&body, &Policy::default()).unwrap();
+            let decided = admission::decide(request(op, object.clone(), old.cloned()), &Policy::default());
+            let want = admission::encode("u", &decided);
+            prop_assert_eq!(String::from_utf8(reviewed.body).unwrap(), String::from_utf8(want).unwrap());
+        }
+    }
+
+    #[test]
     fn the_patch_applied_to_the_input_is_the_output(x in kservice(), stopped in any::<bool>()) {
         let x = with_stop_label(&x, stopped.then_some("true"));
         let d = admit("CREATE", &x, None);

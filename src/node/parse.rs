@@ -5,7 +5,10 @@
 //! tree turns edited objects into hash maps (losing member order, so patches would not be
 //! byte-stable). This parser does one pass over the bytes, finds string ends eight bytes at a
 //! time, borrows every string without escapes, and builds nothing for what admission never reads
-//! (see [`Shape`]): those values are checked and kept as their text ([`Node::Raw`]).
+//! (see [`Shape`]): those values are checked and kept as their text ([`Node::Raw`]). Inside
+//! `spec`, that is everything but what the edits touch (template metadata, container names,
+//! ports and env entries that name the webhook's variable, volume names); [`canonical`] writes
+//! the canonical JSON of such text without building a tree, for the spec SHA.
 //!
 //! Anything it does not take (invalid UTF-8 or JSON, nesting deeper than [`MAX_DEPTH`], a number
 //! out of range) is an `Err`, and the caller falls back to `serde_json`, which either parses the
@@ -16,7 +19,7 @@ use std::borrow::Cow;
 use serde_json::Number;
 
 use super::{Map, Node};
-use crate::keys;
+use crate::{keys, spec_sha};
 
 /// Nesting deeper than this is refused (as `serde_json` does at 128), so no input can exhaust
 /// the stack of a parser, a hasher or a destructor that recurse.
@@ -45,6 +48,22 @@ enum Shape {
     OldObject,
     /// `request.oldObject.metadata`.
     OldMetadata,
+    /// `request.object.spec`: only `template` is parsed.
+    Spec,
+    /// `spec.template`: `metadata` and `spec` are parsed.
+    Template,
+    /// `spec.template.spec`: `containers` and `volumes` are parsed.
+    PodSpec,
+    /// `spec.template.spec.containers`, a list of [`Shape::Container`].
+    Containers,
+    /// A container: `name`, `ports` and `env` are parsed.
+    Container,
+    /// A container's `env`: an entry is parsed only when it may name the webhook's variable.
+    EnvList,
+    /// `spec.template.spec.volumes`, a list of [`Shape::Volume`].
+    Volumes,
+    /// A volume: `name` is parsed.
+    Volume,
 }
 
 /// Where a member of a value of this shape goes.
@@ -63,6 +82,18 @@ impl Shape {
             (Shape::Request, "oldObject") => Build(Shape::OldObject),
             (Shape::Request, "userInfo" | "options") => Raw,
             (Shape::Object, "metadata") => Build(Shape::Metadata),
+            (Shape::Object, "spec") => Build(Shape::Spec),
+            (Shape::Spec, "template") => Build(Shape::Template),
+            (Shape::Template, "metadata") => Build(Shape::Full),
+            (Shape::Template, "spec") => Build(Shape::PodSpec),
+            (Shape::PodSpec, "containers") => Build(Shape::Containers),
+            (Shape::PodSpec, "volumes") => Build(Shape::Volumes),
+            (Shape::Container, "name" | "ports") | (Shape::Volume, "name") => Build(Shape::Full),
+            (Shape::Container, "env") => Build(Shape::EnvList),
+            (
+                Shape::Spec | Shape::Template | Shape::PodSpec | Shape::Container | Shape::Volume,
+                _,
+            ) => Raw,
             (Shape::Object, "status") | (Shape::Metadata, "managedFields") => Raw,
             (Shape::Metadata, "annotations") => Build(Shape::Annotations),
             (Shape::Annotations, key) if keys::is_own_annotation(key) => Build(Shape::Full),
@@ -70,10 +101,37 @@ impl Shape {
             (Shape::OldObject, "metadata") => Build(Shape::OldMetadata),
             (Shape::OldMetadata, "labels") => Build(Shape::Full),
             (Shape::OldObject | Shape::OldMetadata, _) => Raw,
-            (Shape::Review | Shape::Request | Shape::Object | Shape::Metadata, _) => {
-                Build(Shape::Full)
-            }
+            (
+                Shape::Review
+                | Shape::Request
+                | Shape::Object
+                | Shape::Metadata
+                | Shape::Containers
+                | Shape::EnvList
+                | Shape::Volumes,
+                _,
+            ) => Build(Shape::Full),
         }
+    }
+
+    /// How the elements of a list of this shape are built.
+    fn element(self) -> Shape {
+        match self {
+            Shape::Containers => Shape::Container,
+            Shape::Volumes => Shape::Volume,
+            _ => Shape::Full,
+        }
+    }
+}
+
+/// Append the RFC 8785 canonical JSON of the JSON `text` (raw text a review left unparsed).
+pub fn canonical(text: &str, out: &mut Vec<u8>) -> Result<(), Refused> {
+    let mut p = Parser { text, at: 0 };
+    p.canonical(out, 0)?;
+    p.space();
+    match p.at == text.len() {
+        true => Ok(()),
+        false => Err(Refused),
     }
 }
 
@@ -128,7 +186,8 @@ impl<'a> Parser<'a> {
         self.space();
         match self.peek().ok_or(Refused)? {
             b'{' => self.object(shape, depth),
-            b'[' => self.array(depth),
+            b'[' if shape == Shape::EnvList => self.env(depth),
+            b'[' => self.array(shape.element(), depth),
             b'"' => self.string().map(Node::String),
             b't' => self.literal("true", Node::Bool(true)),
             b'f' => self.literal("false", Node::Bool(false)),
@@ -169,7 +228,35 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn array(&mut self, depth: usize) -> Result<Node<'a>, Refused> {
+    fn array(&mut self, element: Shape, depth: usize) -> Result<Node<'a>, Refused> {
+        self.list(depth, |p| p.value(element, depth + 1))
+    }
+
+    /// An env list: an entry stays raw unless its text may name the webhook's variable (it does,
+    /// or it holds an escape that could spell it).
+    fn env(&mut self, depth: usize) -> Result<Node<'a>, Refused> {
+        let ours = format!("\"{}\"", keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN);
+        self.list(depth, |p| match p.raw(depth + 1)? {
+            Node::Raw(text) if text.contains(&ours) || text.contains('\\') => {
+                let text = match text {
+                    Cow::Borrowed(text) => text,
+                    Cow::Owned(_) => return Err(Refused),
+                };
+                Parser { text, at: 0 }.value(Shape::Full, depth + 1)
+            }
+            entry => Ok(entry),
+        })
+    }
+
+    /// The elements of a list, each read by `element`.
+    fn list(
+        &mut self,
+        depth: usize,
+        mut element: impl FnMut(&mut Self) -> Result<Node<'a>, Refused>,
+    ) -> Result<Node<'a>, Refused> {
+        if depth > MAX_DEPTH {
+            return Err(Refused);
+        }
         self.at += 1;
         let mut items = Vec::new();
         self.space();
@@ -178,7 +265,7 @@ impl<'a> Parser<'a> {
             return Ok(Node::Array(items));
         }
         loop {
-            items.push(self.value(Shape::Full, depth + 1)?);
+            items.push(element(self)?);
             self.space();
             match self.peek() {
                 Some(b',') => self.at += 1,
@@ -294,6 +381,107 @@ impl<'a> Parser<'a> {
         }
         let float: f64 = token.parse().map_err(|_| Refused)?;
         Number::from_f64(float).ok_or(Refused)
+    }
+
+    /// Write the canonical JSON of the next value (see [`crate::spec_sha`]).
+    fn canonical(&mut self, out: &mut Vec<u8>, depth: usize) -> Result<(), Refused> {
+        if depth > MAX_DEPTH {
+            return Err(Refused);
+        }
+        self.space();
+        match self.peek().ok_or(Refused)? {
+            b'{' => self.canonical_object(out, depth),
+            b'[' => {
+                self.at += 1;
+                out.push(b'[');
+                self.space();
+                if self.peek() == Some(b']') {
+                    self.at += 1;
+                    out.push(b']');
+                    return Ok(());
+                }
+                loop {
+                    self.canonical(out, depth + 1)?;
+                    self.space();
+                    match self.peek() {
+                        Some(b',') => {
+                            self.at += 1;
+                            out.push(b',');
+                        }
+                        Some(b']') => {
+                            self.at += 1;
+                            out.push(b']');
+                            return Ok(());
+                        }
+                        _ => return Err(Refused),
+                    }
+                }
+            }
+            b'"' => {
+                spec_sha::write_string(&self.string()?, out);
+                Ok(())
+            }
+            b't' => self.literal_into("true", out),
+            b'f' => self.literal_into("false", out),
+            b'n' => self.literal_into("null", out),
+            _ => {
+                spec_sha::write_number(&self.number()?, out);
+                Ok(())
+            }
+        }
+    }
+
+    /// An object's members are written as they come; only when their names are out of order
+    /// are they copied back in order.
+    fn canonical_object(&mut self, out: &mut Vec<u8>, depth: usize) -> Result<(), Refused> {
+        self.at += 1;
+        out.push(b'{');
+        let first = out.len();
+        let mut members: Vec<(Cow<'a, str>, std::ops::Range<usize>)> = Vec::new();
+        self.space();
+        if self.peek() != Some(b'}') {
+            loop {
+                self.space();
+                if self.peek() != Some(b'"') {
+                    return Err(Refused);
+                }
+                let key = self.string()?;
+                self.eat(b':')?;
+                if !members.is_empty() {
+                    out.push(b',');
+                }
+                let from = out.len();
+                spec_sha::write_string(&key, out);
+                out.push(b':');
+                self.canonical(out, depth + 1)?;
+                members.push((key, from..out.len()));
+                self.space();
+                match self.peek() {
+                    Some(b',') => self.at += 1,
+                    Some(b'}') => break,
+                    _ => return Err(Refused),
+                }
+            }
+        }
+        self.at += 1;
+        if !members.is_sorted_by(|a, b| spec_sha::utf16_cmp(&a.0, &b.0).is_le()) {
+            let written = out.split_off(first);
+            members.sort_by(|a, b| spec_sha::utf16_cmp(&a.0, &b.0));
+            for (i, (_, range)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(&written[range.start - first..range.end - first]);
+            }
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
+    fn literal_into(&mut self, word: &str, out: &mut Vec<u8>) -> Result<(), Refused> {
+        self.literal(word, Node::Null)?;
+        out.extend_from_slice(word.as_bytes());
+        Ok(())
     }
 
     /// Check the next value and keep its text.
@@ -466,6 +654,17 @@ mod tests {
                 false => serde_json::to_string(&v).unwrap(),
             };
             prop_assert_eq!(parsed(&text), Ok(v));
+        }
+
+        #[test]
+        fn raw_text_canonicalizes_as_its_tree_does(v in json_value(), pretty in any::<bool>()) {
+            let text = match pretty {
+                true => serde_json::to_string_pretty(&v).unwrap(),
+                false => serde_json::to_string(&v).unwrap(),
+            };
+            let mut out = Vec::new();
+            prop_assert_eq!(canonical(&text, &mut out), Ok(()));
+            prop_assert_eq!(String::from_utf8(out).unwrap(), spec_sha::canonical_json(&v));
         }
 
         #[test]
