@@ -7,8 +7,8 @@
 //! time, borrows every string without escapes, and builds nothing for what admission never reads
 //! (see [`Shape`]): those values are checked and kept as their text ([`Node::Raw`]). Inside
 //! `spec`, that is everything but what the edits touch (template metadata, container names,
-//! ports and env entries that name the webhook's variable, volume names); [`canonical`] writes
-//! the canonical JSON of such text without building a tree, for the spec SHA.
+//! ports and env, volume names); [`canonical`] writes the canonical JSON of such text without
+//! building a tree, for the spec SHA.
 //!
 //! Anything it does not take (invalid UTF-8 or JSON, nesting deeper than [`MAX_DEPTH`], a number
 //! out of range) is an `Err`, and the caller falls back to `serde_json`, which either parses the
@@ -58,8 +58,6 @@ enum Shape {
     Containers,
     /// A container: `name`, `ports` and `env` are parsed.
     Container,
-    /// A container's `env`: an entry is parsed only when it may name the webhook's variable.
-    EnvList,
     /// `spec.template.spec.volumes`, a list of [`Shape::Volume`].
     Volumes,
     /// A volume: `name` is parsed.
@@ -88,8 +86,9 @@ impl Shape {
             (Shape::Template, "spec") => Build(Shape::PodSpec),
             (Shape::PodSpec, "containers") => Build(Shape::Containers),
             (Shape::PodSpec, "volumes") => Build(Shape::Volumes),
-            (Shape::Container, "name" | "ports") | (Shape::Volume, "name") => Build(Shape::Full),
-            (Shape::Container, "env") => Build(Shape::EnvList),
+            (Shape::Container, "name" | "ports" | "env") | (Shape::Volume, "name") => {
+                Build(Shape::Full)
+            }
             (
                 Shape::Spec | Shape::Template | Shape::PodSpec | Shape::Container | Shape::Volume,
                 _,
@@ -107,7 +106,6 @@ impl Shape {
                 | Shape::Object
                 | Shape::Metadata
                 | Shape::Containers
-                | Shape::EnvList
                 | Shape::Volumes,
                 _,
             ) => Build(Shape::Full),
@@ -126,7 +124,7 @@ impl Shape {
 
 /// Append the RFC 8785 canonical JSON of the JSON `text` (raw text a review left unparsed).
 pub fn canonical(text: &str, out: &mut Vec<u8>) -> Result<(), Refused> {
-    let mut p = Parser { text, at: 0 };
+    let mut p = Parser::new(text);
     p.canonical(out, 0)?;
     p.space();
     match p.at == text.len() {
@@ -138,7 +136,7 @@ pub fn canonical(text: &str, out: &mut Vec<u8>) -> Result<(), Refused> {
 /// Parse an AdmissionReview body, skimming what admission never reads.
 pub fn review(body: &[u8]) -> Result<Node<'_>, Refused> {
     let text = std::str::from_utf8(body).map_err(|_| Refused)?;
-    let mut p = Parser { text, at: 0 };
+    let mut p = Parser::new(text);
     let node = p.value(Shape::Review, 0)?;
     p.space();
     match p.at == text.len() {
@@ -150,9 +148,20 @@ pub fn review(body: &[u8]) -> Result<Node<'_>, Refused> {
 struct Parser<'a> {
     text: &'a str,
     at: usize,
+    /// The members of the objects [`Parser::canonical`] is inside, innermost last: the names and
+    /// where each member's canonical text was written.
+    members: Vec<(Cow<'a, str>, std::ops::Range<usize>)>,
 }
 
 impl<'a> Parser<'a> {
+    fn new(text: &'a str) -> Self {
+        Self {
+            text,
+            at: 0,
+            members: Vec::new(),
+        }
+    }
+
     fn bytes(&self) -> &'a [u8] {
         self.text.as_bytes()
     }
@@ -186,7 +195,6 @@ impl<'a> Parser<'a> {
         self.space();
         match self.peek().ok_or(Refused)? {
             b'{' => self.object(shape, depth),
-            b'[' if shape == Shape::EnvList => self.env(depth),
             b'[' => self.array(shape.element(), depth),
             b'"' => self.string().map(Node::String),
             b't' => self.literal("true", Node::Bool(true)),
@@ -229,34 +237,6 @@ impl<'a> Parser<'a> {
     }
 
     fn array(&mut self, element: Shape, depth: usize) -> Result<Node<'a>, Refused> {
-        self.list(depth, |p| p.value(element, depth + 1))
-    }
-
-    /// An env list: an entry stays raw unless its text may name the webhook's variable (it does,
-    /// or it holds an escape that could spell it).
-    fn env(&mut self, depth: usize) -> Result<Node<'a>, Refused> {
-        let ours = format!("\"{}\"", keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN);
-        self.list(depth, |p| match p.raw(depth + 1)? {
-            Node::Raw(text) if text.contains(&ours) || text.contains('\\') => {
-                let text = match text {
-                    Cow::Borrowed(text) => text,
-                    Cow::Owned(_) => return Err(Refused),
-                };
-                Parser { text, at: 0 }.value(Shape::Full, depth + 1)
-            }
-            entry => Ok(entry),
-        })
-    }
-
-    /// The elements of a list, each read by `element`.
-    fn list(
-        &mut self,
-        depth: usize,
-        mut element: impl FnMut(&mut Self) -> Result<Node<'a>, Refused>,
-    ) -> Result<Node<'a>, Refused> {
-        if depth > MAX_DEPTH {
-            return Err(Refused);
-        }
         self.at += 1;
         let mut items = Vec::new();
         self.space();
@@ -265,7 +245,7 @@ impl<'a> Parser<'a> {
             return Ok(Node::Array(items));
         }
         loop {
-            items.push(element(self)?);
+            items.push(self.value(element, depth + 1)?);
             self.space();
             match self.peek() {
                 Some(b',') => self.at += 1,
@@ -437,7 +417,7 @@ impl<'a> Parser<'a> {
         self.at += 1;
         out.push(b'{');
         let first = out.len();
-        let mut members: Vec<(Cow<'a, str>, std::ops::Range<usize>)> = Vec::new();
+        let base = self.members.len();
         self.space();
         if self.peek() != Some(b'}') {
             loop {
@@ -447,14 +427,14 @@ impl<'a> Parser<'a> {
                 }
                 let key = self.string()?;
                 self.eat(b':')?;
-                if !members.is_empty() {
+                if self.members.len() > base {
                     out.push(b',');
                 }
                 let from = out.len();
                 spec_sha::write_string(&key, out);
                 out.push(b':');
                 self.canonical(out, depth + 1)?;
-                members.push((key, from..out.len()));
+                self.members.push((key, from..out.len()));
                 self.space();
                 match self.peek() {
                     Some(b',') => self.at += 1,
@@ -464,6 +444,7 @@ impl<'a> Parser<'a> {
             }
         }
         self.at += 1;
+        let members = &mut self.members[base..];
         if !members.is_sorted_by(|a, b| spec_sha::utf16_cmp(&a.0, &b.0).is_le()) {
             let written = out.split_off(first);
             members.sort_by(|a, b| spec_sha::utf16_cmp(&a.0, &b.0));
@@ -474,6 +455,7 @@ impl<'a> Parser<'a> {
                 out.extend_from_slice(&written[range.start - first..range.end - first]);
             }
         }
+        self.members.truncate(base);
         out.push(b'}');
         Ok(())
     }
