@@ -4,9 +4,9 @@
 //! without escapes is never copied, and an object is a vector of members in the order they came
 //! (no map is built). Values the webhook never reads are not parsed into a tree at all but kept as
 //! their JSON text ([`Node::Raw`]): the annotations of other owners (a `kubectl.kubernetes.io/
-//! last-applied-configuration` can be half of a review), `metadata.managedFields`, `status`, and
-//! all of the stored object but its labels. They are written back out byte for byte, so nothing
-//! is lost.
+//! last-applied-configuration` can be half of a review), `metadata.managedFields`, `status`, the
+//! parts of `spec` no edit touches, and all of the stored object but its labels. They are written
+//! back out byte for byte, so nothing is lost.
 //!
 //! Trees built by the offline CLI and by tests come from `serde_json::Value`
 //! ([`Node::from_json`]) and own their strings; `serde_json` also parses into a tree directly
@@ -32,8 +32,8 @@ pub enum Node<'a> {
     String(Cow<'a, str>),
     Array(Vec<Node<'a>>),
     Object(Map<'a>),
-    /// A value kept as its JSON text because the webhook never reads into it.
-    Raw(Cow<'a, str>),
+    /// A value kept as its JSON text (a slice of the body) because the webhook never reads into it.
+    Raw(&'a str),
 }
 
 /// A JSON object: its members in order. Lookups scan, which beats hashing for the small maps of
@@ -189,7 +189,7 @@ impl<'a> Node<'a> {
     pub fn is_null(&self) -> bool {
         match self {
             Node::Null => true,
-            Node::Raw(text) => text == "null",
+            Node::Raw(text) => *text == "null",
             _ => false,
         }
     }

@@ -471,7 +471,7 @@ impl<'a> Parser<'a> {
         self.space();
         let start = self.at;
         self.skip(depth)?;
-        Ok(Node::Raw(Cow::Borrowed(&self.text[start..self.at])))
+        Ok(Node::Raw(&self.text[start..self.at]))
     }
 
     /// Move past the next value, checking its grammar, building nothing.
