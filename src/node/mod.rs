@@ -416,21 +416,10 @@ impl<'de> Deserialize<'de> for Key<'de> {
 /// The index of the first `"`, `\\` or control character in `bytes`: where a JSON string ends
 /// or needs an escape. Eight bytes at a time, as most strings hold none.
 pub(crate) fn find_special(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // The high bit of a byte of `(x - n·ONES) & !x` is set where that byte of `x` is below `n`
-    // (zero for n = 1); the lowest such bit is exact.
-    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
     let mut words = bytes.chunks_exact(8);
     let mut offset = 0;
     for word in &mut words {
-        let Ok(word) = <[u8; 8]>::try_from(word) else {
-            break;
-        };
-        let x = u64::from_le_bytes(word);
-        let hits = below(x, 0x20)
-            | below(x ^ (ONES * u64::from(b'"')), 1)
-            | below(x ^ (ONES * u64::from(b'\\')), 1);
+        let hits = special_bytes(word_at(word));
         if hits != 0 {
             return Some(offset + hits.trailing_zeros() as usize / 8);
         }
@@ -439,8 +428,32 @@ pub(crate) fn find_special(bytes: &[u8]) -> Option<usize> {
     words
         .remainder()
         .iter()
-        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+        .position(|&b| is_special(b))
         .map(|i| offset + i)
+}
+
+/// `"`, `\\` or a control character.
+pub(crate) fn is_special(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// Eight bytes as one little-endian word (a shorter slice is padded with spaces).
+pub(crate) fn word_at(bytes: &[u8]) -> u64 {
+    let mut word = [b' '; 8];
+    let n = bytes.len().min(8);
+    word[..n].copy_from_slice(&bytes[..n]);
+    u64::from_le_bytes(word)
+}
+
+/// The high bit of each byte of `x` that is `"`, `\\` or a control character, exactly.
+pub(crate) fn special_bytes(x: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // The high bit of each zero byte of `v` (no carry between bytes, so no false hits).
+    let zero = |v: u64| !(((v & LOW7) + LOW7) | v | LOW7);
+    zero(x & (ONES * 0xe0))
+        | zero(x ^ (ONES * u64::from(b'"')))
+        | zero(x ^ (ONES * u64::from(b'\\')))
 }
 
 #[cfg(test)]
@@ -468,6 +481,15 @@ mod tests {
         assert_eq!(find_special(b"ab\\"), Some(2));
         assert_eq!(find_special(b"0123456789abcdef\x01"), Some(16));
         assert_eq!(find_special("é😀 plain".as_bytes()), None);
+        for b in 0..=255u8 {
+            let hits = special_bytes(word_at(&[b'a', b, b'"', 0xff, b'\\', 0x1f, b' ', b]));
+            let want = (u64::from(is_special(b)) << 15)
+                | (1 << 23)
+                | (1 << 39)
+                | (1 << 47)
+                | (u64::from(is_special(b)) << 63);
+            assert_eq!(hits, want, "byte {b:#x}");
+        }
         b.insert("y", Node::from("2"));
         b.insert("x", Node::from("1"));
         assert_eq!(a, b);
