@@ -437,12 +437,16 @@ pub(crate) fn is_special(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
 }
 
-/// Eight bytes as one little-endian word (a shorter slice is padded with spaces).
+/// The first eight bytes as one little-endian word (a shorter slice is padded with spaces).
 pub(crate) fn word_at(bytes: &[u8]) -> u64 {
-    let mut word = [b' '; 8];
-    let n = bytes.len().min(8);
-    word[..n].copy_from_slice(&bytes[..n]);
-    u64::from_le_bytes(word)
+    match bytes.first_chunk::<8>() {
+        Some(word) => u64::from_le_bytes(*word),
+        None => {
+            let mut word = [b' '; 8];
+            word[..bytes.len()].copy_from_slice(bytes);
+            u64::from_le_bytes(word)
+        }
+    }
 }
 
 /// The high bit of each byte of `x` that is `"`, `\\` or a control character, exactly.

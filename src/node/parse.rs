@@ -290,8 +290,7 @@ impl<'a> Parser<'a> {
         // Bytes before this index are escaped (the byte after a backslash).
         let mut escaped_until = 0;
         while at < bytes.len() {
-            let chunk = &bytes[at..bytes.len().min(at + 8)];
-            let mut hits = super::special_bytes(super::word_at(chunk));
+            let mut hits = super::special_bytes(super::word_at(&bytes[at..]));
             while hits != 0 {
                 let pos = at + hits.trailing_zeros() as usize / 8;
                 hits &= hits - 1;
