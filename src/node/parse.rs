@@ -205,53 +205,62 @@ impl<'a> Parser<'a> {
     }
 
     fn object(&mut self, shape: Shape, depth: usize) -> Result<Node<'a>, Refused> {
-        self.at += 1;
         let mut map = Map::new();
-        self.space();
-        if self.peek() == Some(b'}') {
-            self.at += 1;
-            return Ok(Node::Object(map));
-        }
-        loop {
-            self.space();
-            if self.peek() != Some(b'"') {
-                return Err(Refused);
-            }
-            let key = self.string()?;
-            self.eat(b':')?;
+        self.elements(|p, key| {
+            let key = key.ok_or(Refused)?;
             let value = match shape.member(&key) {
-                Member::Build(inner) => self.value(inner, depth + 1)?,
-                Member::Raw => self.raw(depth + 1)?,
+                Member::Build(inner) => p.value(inner, depth + 1)?,
+                Member::Raw => p.raw(depth + 1)?,
             };
             map.push(key, value);
-            self.space();
-            match self.peek() {
-                Some(b',') => self.at += 1,
-                Some(b'}') => {
-                    self.at += 1;
-                    return Ok(Node::Object(map));
-                }
-                _ => return Err(Refused),
-            }
-        }
+            Ok(())
+        })?;
+        Ok(Node::Object(map))
     }
 
     fn array(&mut self, element: Shape, depth: usize) -> Result<Node<'a>, Refused> {
-        self.at += 1;
         let mut items = Vec::new();
+        self.elements(|p, _| {
+            items.push(p.value(element, depth + 1)?);
+            Ok(())
+        })?;
+        Ok(Node::Array(items))
+    }
+
+    /// Walk the object or array whose `{` or `[` is under the cursor, up to its closing byte:
+    /// `element` reads each value, given its member name in an object.
+    fn elements(
+        &mut self,
+        mut element: impl FnMut(&mut Self, Option<Cow<'a, str>>) -> Result<(), Refused>,
+    ) -> Result<(), Refused> {
+        let object = self.peek() == Some(b'{');
+        let close = if object { b'}' } else { b']' };
+        self.at += 1;
         self.space();
-        if self.peek() == Some(b']') {
+        if self.peek() == Some(close) {
             self.at += 1;
-            return Ok(Node::Array(items));
+            return Ok(());
         }
         loop {
-            items.push(self.value(element, depth + 1)?);
+            let key = match object {
+                true => {
+                    self.space();
+                    if self.peek() != Some(b'"') {
+                        return Err(Refused);
+                    }
+                    let key = self.string()?;
+                    self.eat(b':')?;
+                    Some(key)
+                }
+                false => None,
+            };
+            element(self, key)?;
             self.space();
             match self.peek() {
                 Some(b',') => self.at += 1,
-                Some(b']') => {
+                Some(b) if b == close => {
                     self.at += 1;
-                    return Ok(Node::Array(items));
+                    return Ok(());
                 }
                 _ => return Err(Refused),
             }
@@ -378,30 +387,16 @@ impl<'a> Parser<'a> {
         match self.peek().ok_or(Refused)? {
             b'{' => self.canonical_object(out, depth),
             b'[' => {
-                self.at += 1;
                 out.push(b'[');
-                self.space();
-                if self.peek() == Some(b']') {
-                    self.at += 1;
-                    out.push(b']');
-                    return Ok(());
-                }
-                loop {
-                    self.canonical(out, depth + 1)?;
-                    self.space();
-                    match self.peek() {
-                        Some(b',') => {
-                            self.at += 1;
-                            out.push(b',');
-                        }
-                        Some(b']') => {
-                            self.at += 1;
-                            out.push(b']');
-                            return Ok(());
-                        }
-                        _ => return Err(Refused),
+                let mut first = true;
+                self.elements(|p, _| {
+                    if !std::mem::take(&mut first) {
+                        out.push(b',');
                     }
-                }
+                    p.canonical(out, depth + 1)
+                })?;
+                out.push(b']');
+                Ok(())
             }
             b'"' => {
                 spec_sha::write_string(&self.string()?, out);
@@ -420,36 +415,21 @@ impl<'a> Parser<'a> {
     /// An object's members are written as they come; only when their names are out of order
     /// are they copied back in order.
     fn canonical_object(&mut self, out: &mut Vec<u8>, depth: usize) -> Result<(), Refused> {
-        self.at += 1;
         out.push(b'{');
         let first = out.len();
         let base = self.members.len();
-        self.space();
-        if self.peek() != Some(b'}') {
-            loop {
-                self.space();
-                if self.peek() != Some(b'"') {
-                    return Err(Refused);
-                }
-                let key = self.string()?;
-                self.eat(b':')?;
-                if self.members.len() > base {
-                    out.push(b',');
-                }
-                let from = out.len();
-                spec_sha::write_string(&key, out);
-                out.push(b':');
-                self.canonical(out, depth + 1)?;
-                self.members.push((key, from..out.len()));
-                self.space();
-                match self.peek() {
-                    Some(b',') => self.at += 1,
-                    Some(b'}') => break,
-                    _ => return Err(Refused),
-                }
+        self.elements(|p, key| {
+            let key = key.ok_or(Refused)?;
+            if p.members.len() > base {
+                out.push(b',');
             }
-        }
-        self.at += 1;
+            let from = out.len();
+            spec_sha::write_string(&key, out);
+            out.push(b':');
+            p.canonical(out, depth + 1)?;
+            p.members.push((key, from..out.len()));
+            Ok(())
+        })?;
         let members = &mut self.members[base..];
         if !members.is_sorted_by(|a, b| spec_sha::utf16_cmp(&a.0, &b.0).is_le()) {
             let written = out.split_off(first);
@@ -488,35 +468,7 @@ impl<'a> Parser<'a> {
         self.space();
         match self.peek().ok_or(Refused)? {
             b'"' => self.skip_string().map(drop),
-            open @ (b'{' | b'[') => {
-                let close = if open == b'{' { b'}' } else { b']' };
-                self.at += 1;
-                self.space();
-                if self.peek() == Some(close) {
-                    self.at += 1;
-                    return Ok(());
-                }
-                loop {
-                    if open == b'{' {
-                        self.space();
-                        if self.peek() != Some(b'"') {
-                            return Err(Refused);
-                        }
-                        self.skip_string()?;
-                        self.eat(b':')?;
-                    }
-                    self.skip(depth + 1)?;
-                    self.space();
-                    match self.peek() {
-                        Some(b',') => self.at += 1,
-                        Some(b) if b == close => {
-                            self.at += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(Refused),
-                    }
-                }
-            }
+            b'{' | b'[' => self.elements(|p, _| p.skip(depth + 1)),
             b't' => self.literal("true", Node::Null).map(drop),
             b'f' => self.literal("false", Node::Null).map(drop),
             b'n' => self.literal("null", Node::Null).map(drop),
