@@ -258,21 +258,22 @@ pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
     let Some(mut request) = review.get_mut("request").map(std::mem::take) else {
         return Err(ReviewError::Decode("request is missing".into()));
     };
-    let text = |node: &Node, key: &str| -> Result<Option<String>, ReviewError> {
+    // A string field of the map at `path`: absent, or a string.
+    let text = |node: &Node, path: &str, key: &str| -> Result<Option<String>, ReviewError> {
         match node.get(key) {
             None | Some(Node::Null) => Ok(None),
             Some(value) => value
                 .as_str()
                 .map(|s| Some(s.to_string()))
-                .ok_or_else(|| ReviewError::Decode(format!("request.{key} is not a string"))),
+                .ok_or_else(|| ReviewError::Decode(format!("{path}.{key} is not a string"))),
         }
     };
     let kind = match request.get("kind") {
         None | Some(Node::Null) => None,
         Some(gvk) if gvk.is_object() => Some(GroupVersionKind {
-            group: text(gvk, "group")?.unwrap_or_default(),
-            version: text(gvk, "version")?.unwrap_or_default(),
-            kind: text(gvk, "kind")?.unwrap_or_default(),
+            group: text(gvk, "request.kind", "group")?.unwrap_or_default(),
+            version: text(gvk, "request.kind", "version")?.unwrap_or_default(),
+            kind: text(gvk, "request.kind", "kind")?.unwrap_or_default(),
         }),
         Some(_) => return Err(ReviewError::Decode("request.kind is not an object".into())),
     };
@@ -285,7 +286,7 @@ pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
             ));
         }
     };
-    let uid = text(&request, "uid")?.unwrap_or_default();
+    let uid = text(&request, "request", "uid")?.unwrap_or_default();
     if uid.is_empty() {
         return Err(ReviewError::Decode("request.uid is missing".into()));
     }
@@ -299,10 +300,10 @@ pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
     Ok(Request {
         uid,
         kind,
-        sub_resource: text(&request, "subResource")?,
-        operation: text(&request, "operation")?.unwrap_or_default(),
-        namespace: text(&request, "namespace")?,
-        name: text(&request, "name")?,
+        sub_resource: text(&request, "request", "subResource")?,
+        operation: text(&request, "request", "operation")?.unwrap_or_default(),
+        namespace: text(&request, "request", "namespace")?,
+        name: text(&request, "request", "name")?,
         object,
         old_object,
         dry_run,
