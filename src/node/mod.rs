@@ -71,10 +71,6 @@ impl<'a> Map<'a> {
             .map(|(_, v)| v)
     }
 
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.position(key).is_some()
-    }
-
     /// Set `key` to `value` (in place when present, else appended); returns the previous value.
     pub fn insert(&mut self, key: impl Into<Cow<'a, str>>, value: Node<'a>) -> Option<Node<'a>> {
         let key = key.into();
@@ -278,12 +274,6 @@ impl From<String> for Node<'_> {
     }
 }
 
-impl From<Node<'_>> for serde_json::Value {
-    fn from(node: Node<'_>) -> Self {
-        node.to_json()
-    }
-}
-
 impl Serialize for Node<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -481,6 +471,16 @@ mod tests {
         a.insert("x", Node::from("1"));
         a.insert("y", Node::from("2"));
         let mut b = Map::new();
+        b.insert("y", Node::from("2"));
+        b.insert("x", Node::from("1"));
+        assert_eq!(a, b);
+        let (at, value) = a.remove("x").unwrap();
+        a.insert_at(at, "x", value);
+        assert_eq!(a.keys().collect::<Vec<_>>(), ["x", "y"]);
+    }
+
+    #[test]
+    fn special_bytes_are_found_exactly() {
         assert_eq!(find_special(b"0123456789\"ab"), Some(10));
         assert_eq!(find_special(b"ab\\"), Some(2));
         assert_eq!(find_special(b"0123456789abcdef\x01"), Some(16));
@@ -494,11 +494,5 @@ mod tests {
                 | (u64::from(is_special(b)) << 63);
             assert_eq!(hits, want, "byte {b:#x}");
         }
-        b.insert("y", Node::from("2"));
-        b.insert("x", Node::from("1"));
-        assert_eq!(a, b);
-        let (at, value) = a.remove("x").unwrap();
-        a.insert_at(at, "x", value);
-        assert_eq!(a.keys().collect::<Vec<_>>(), ["x", "y"]);
     }
 }

@@ -197,9 +197,9 @@ impl<'a> Parser<'a> {
             b'{' => self.object(shape, depth),
             b'[' => self.array(shape.element(), depth),
             b'"' => self.string().map(Node::String),
-            b't' => self.literal("true", Node::Bool(true)),
-            b'f' => self.literal("false", Node::Bool(false)),
-            b'n' => self.literal("null", Node::Null),
+            b't' => self.literal("true").map(|()| Node::Bool(true)),
+            b'f' => self.literal("false").map(|()| Node::Bool(false)),
+            b'n' => self.literal("null").map(|()| Node::Null),
             _ => self.number().map(Node::Number),
         }
     }
@@ -267,11 +267,12 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn literal(&mut self, word: &str, node: Node<'a>) -> Result<Node<'a>, Refused> {
+    /// Move past `word` (`true`, `false`, `null`), which must be under the cursor.
+    fn literal(&mut self, word: &str) -> Result<(), Refused> {
         match self.text[self.at..].starts_with(word) {
             true => {
                 self.at += word.len();
-                Ok(node)
+                Ok(())
             }
             false => Err(Refused),
         }
@@ -447,7 +448,7 @@ impl<'a> Parser<'a> {
     }
 
     fn literal_into(&mut self, word: &str, out: &mut Vec<u8>) -> Result<(), Refused> {
-        self.literal(word, Node::Null)?;
+        self.literal(word)?;
         out.extend_from_slice(word.as_bytes());
         Ok(())
     }
@@ -469,9 +470,9 @@ impl<'a> Parser<'a> {
         match self.peek().ok_or(Refused)? {
             b'"' => self.skip_string().map(drop),
             b'{' | b'[' => self.elements(|p, _| p.skip(depth + 1)),
-            b't' => self.literal("true", Node::Null).map(drop),
-            b'f' => self.literal("false", Node::Null).map(drop),
-            b'n' => self.literal("null", Node::Null).map(drop),
+            b't' => self.literal("true"),
+            b'f' => self.literal("false"),
+            b'n' => self.literal("null"),
             _ => self.number().map(drop),
         }
     }
