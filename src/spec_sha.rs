@@ -21,6 +21,7 @@ pub fn spec_sha(value: &Node) -> String {
     let mut out = Out {
         buf: Vec::with_capacity(CHUNK + 1024),
         hasher: Some(Sha256::new()),
+        members: Vec::new(),
     };
     write_canonical(value, &mut out);
     let mut hasher = out.hasher.unwrap_or_default();
@@ -44,18 +45,21 @@ fn canonical_bytes(value: &Node) -> Vec<u8> {
     let mut out = Out {
         buf: Vec::with_capacity(4096),
         hasher: None,
+        members: Vec::new(),
     };
     write_canonical(value, &mut out);
     out.buf
 }
 
 /// Where canonical bytes go: a buffer, hashed a chunk at a time when there is a hasher.
-struct Out {
+struct Out<'a> {
     buf: Vec<u8>,
     hasher: Option<Sha256>,
+    /// Scratch for writing raw text (an env list can hold thousands of raw entries).
+    members: node::parse::Members<'a>,
 }
 
-impl Out {
+impl Out<'_> {
     /// Hand a full chunk to the hasher.
     fn settle(&mut self) {
         if let Some(hasher) = &mut self.hasher
@@ -67,7 +71,7 @@ impl Out {
     }
 }
 
-fn write_canonical(value: &Node, out: &mut Out) {
+fn write_canonical<'a>(value: &Node<'a>, out: &mut Out<'a>) {
     out.settle();
     let buf = &mut out.buf;
     match value {
@@ -99,7 +103,7 @@ fn write_canonical(value: &Node, out: &mut Out) {
         // Raw text was checked by the parser that left it, so it reads again.
         Node::Raw(text) => {
             let at = buf.len();
-            if node::parse::canonical(text, buf).is_err() {
+            if node::parse::canonical(text, buf, &mut out.members).is_err() {
                 buf.truncate(at);
                 buf.extend_from_slice(b"null");
             }
@@ -107,7 +111,10 @@ fn write_canonical(value: &Node, out: &mut Out) {
     }
 }
 
-fn write_members<'v>(members: impl Iterator<Item = (&'v str, &'v Node<'v>)>, out: &mut Out) {
+fn write_members<'v, 'a: 'v>(
+    members: impl Iterator<Item = (&'v str, &'v Node<'a>)>,
+    out: &mut Out<'a>,
+) {
     out.buf.push(b'{');
     for (i, (key, item)) in members.enumerate() {
         if i > 0 {

@@ -345,6 +345,37 @@ fn a_user_value_is_replaced_once_with_a_warning() {
 }
 
 #[test]
+fn a_user_value_spelled_with_escapes_is_still_found_in_a_review() {
+    // The review parser leaves env entries as text unless one may be ours: an escaped name is.
+    let body = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1",
+        "kind":{"group":"serving.knative.dev","version":"v1","kind":"Service"},"operation":"CREATE",
+        "namespace":"default","object":{"apiVersion":"serving.knative.dev/v1","kind":"Service",
+        "metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[{"image":"a","env":[
+        {"name":"A","value":"1"},{"name":"\u0049NTERNAL_APP_ENDPOINT_PATTERN","value":"http://mine"}]}]}}}}}}"#;
+    let reviewed = admission::review(body.as_bytes(), &Policy::default()).unwrap();
+    let response: Value = serde_json::from_slice(&reviewed.body).unwrap();
+    let patch = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        response["response"]["patch"].as_str().unwrap(),
+    )
+    .unwrap();
+    let ops: Value = serde_json::from_slice(&patch).unwrap();
+    let env_ops: Vec<&Value> = ops
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|op| op["path"].as_str().unwrap().contains("/env"))
+        .collect();
+    assert_eq!(
+        env_ops,
+        [
+            &json!({"op": "add", "path": "/spec/template/spec/containers/0/env/1/value",
+                 "value": "http://{app_fqdn}.default.svc.cluster.local"})
+        ]
+    );
+}
+
+#[test]
 fn spec_sha_is_stamped_and_overwritten() {
     let mut obj = app(json!({"name": "x", "annotations": {"flyte.org/spec-sha": "forged"}}));
     let sha = out(&create(obj.clone()))["metadata"]["annotations"]["flyte.org/spec-sha"].clone();

@@ -439,15 +439,33 @@ pub(crate) fn word_at(bytes: &[u8]) -> u64 {
     }
 }
 
+const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// The high bit of each zero byte of `v`, exactly (no carry crosses bytes, so no false hits).
+fn zero_bytes(v: u64) -> u64 {
+    !(((v & LOW7) + LOW7) | v | LOW7)
+}
+
 /// The high bit of each byte of `x` that is `"`, `\\` or a control character, exactly.
 pub(crate) fn special_bytes(x: u64) -> u64 {
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    // The high bit of each zero byte of `v` (no carry between bytes, so no false hits).
-    let zero = |v: u64| !(((v & LOW7) + LOW7) | v | LOW7);
-    zero(x & (ONES * 0xe0))
-        | zero(x ^ (ONES * u64::from(b'"')))
-        | zero(x ^ (ONES * u64::from(b'\\')))
+    let [quotes, backslashes, controls] = string_bytes_high(x);
+    quotes | backslashes | controls
+}
+
+/// The high bit of each byte of `x` that is `"`, that is `\\`, and that is a control character.
+pub(crate) fn string_bytes_high(x: u64) -> [u64; 3] {
+    [
+        zero_bytes(x ^ (ONES * u64::from(b'"'))),
+        zero_bytes(x ^ (ONES * u64::from(b'\\'))),
+        zero_bytes(x & (ONES * 0xe0)),
+    ]
+}
+
+/// [`string_bytes_high`] as bit masks: bit `i` of each mask stands for byte `i`.
+pub(crate) fn string_bytes(x: u64) -> [u8; 3] {
+    // Multiplying gathers the eight high bits into the top byte, in order.
+    string_bytes_high(x).map(|high| ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8)
 }
 
 #[cfg(test)]
@@ -493,6 +511,19 @@ mod tests {
                 | (1 << 47)
                 | (u64::from(is_special(b)) << 63);
             assert_eq!(hits, want, "byte {b:#x}");
+            let word = [b, b'"', b'\\', 0x1f, 0xff, b'a', b, b'"'];
+            let mask = |class: fn(u8) -> bool| {
+                (0..8).fold(0u8, |m, i| m | (u8::from(class(word[i])) << i))
+            };
+            assert_eq!(
+                string_bytes(word_at(&word)),
+                [
+                    mask(|c| c == b'"'),
+                    mask(|c| c == b'\\'),
+                    mask(|c| c < 0x20)
+                ],
+                "byte {b:#x}"
+            );
         }
     }
 }

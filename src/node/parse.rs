@@ -58,6 +58,9 @@ enum Shape {
     Containers,
     /// A container: `name`, `ports` and `env` are parsed.
     Container,
+    /// A container's `env`: a list of entries kept raw, unless one may be the webhook's own
+    /// variable (see [`Parser::env`]).
+    Env,
     /// `spec.template.spec.volumes`, a list of [`Shape::Volume`].
     Volumes,
     /// A volume: `name` is parsed.
@@ -86,9 +89,8 @@ impl Shape {
             (Shape::Template, "spec") => Build(Shape::PodSpec),
             (Shape::PodSpec, "containers") => Build(Shape::Containers),
             (Shape::PodSpec, "volumes") => Build(Shape::Volumes),
-            (Shape::Container, "name" | "ports" | "env") | (Shape::Volume, "name") => {
-                Build(Shape::Full)
-            }
+            (Shape::Container, "env") => Build(Shape::Env),
+            (Shape::Container, "name" | "ports") | (Shape::Volume, "name") => Build(Shape::Full),
             (
                 Shape::Spec | Shape::Template | Shape::PodSpec | Shape::Container | Shape::Volume,
                 _,
@@ -106,7 +108,8 @@ impl Shape {
                 | Shape::Object
                 | Shape::Metadata
                 | Shape::Containers
-                | Shape::Volumes,
+                | Shape::Volumes
+                | Shape::Env,
                 _,
             ) => Build(Shape::Full),
         }
@@ -122,12 +125,26 @@ impl Shape {
     }
 }
 
+/// The names of the members of the objects [`canonical`] is inside, innermost last, and where
+/// each member's canonical text was written. Empty between calls: a caller that canonicalizes
+/// many raw values hands the same one to each, so its room is allocated once.
+pub type Members<'a> = Vec<(Cow<'a, str>, std::ops::Range<usize>)>;
+
 /// Append the RFC 8785 canonical JSON of the JSON `text` (raw text a review left unparsed).
-pub fn canonical(text: &str, out: &mut Vec<u8>) -> Result<(), Refused> {
-    let mut p = Parser::new(text);
-    p.canonical(out, 0)?;
+pub fn canonical<'a>(
+    text: &'a str,
+    out: &mut Vec<u8>,
+    members: &mut Members<'a>,
+) -> Result<(), Refused> {
+    let mut p = Parser {
+        members: std::mem::take(members),
+        ..Parser::new(text)
+    };
+    let written = p.canonical(out, 0);
     p.space();
-    match p.at == text.len() {
+    *members = std::mem::take(&mut p.members);
+    members.clear();
+    match written.is_ok() && p.at == text.len() {
         true => Ok(()),
         false => Err(Refused),
     }
@@ -145,12 +162,38 @@ pub fn review(body: &[u8]) -> Result<Node<'_>, Refused> {
     }
 }
 
+/// What escapes a string held, from least to most work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Escapes {
+    None,
+    /// Only escapes RFC 8785 writes the same way: `\\"`, `\\\\`, `\\b`, `\\f`, `\\n`, `\\r`,
+    /// `\\t`. Such a string is its own canonical form.
+    Short,
+    /// A `\\/` too, which canonical JSON writes as a plain `/`.
+    Solidus,
+    /// A `\\u` escape too, whose digits and surrogate pairs only decoding checks.
+    Unicode,
+}
+
+/// The bytes of an eight-byte word that are escaped: each follows an odd-length run of
+/// backslashes. Bit `i` of `backslashes` is set for a `\\` at byte `i`; `carry` says whether the
+/// word's first byte is escaped, and is set for the next word. Branch-free, after simdjson:
+/// subtracting the runs' starts from their shifted bits flips the escaped byte of each odd run.
+fn escaped_bytes(backslashes: u8, carry: &mut bool) -> u8 {
+    const ODD: u8 = 0xaa;
+    let carried = u8::from(*carry);
+    // A backslash that is itself escaped starts no escape.
+    let starts = backslashes & !carried;
+    let codes = (((starts << 1) | ODD).wrapping_sub(starts)) ^ ODD;
+    *carry = (codes & backslashes) & 0x80 != 0;
+    codes ^ (backslashes | carried)
+}
+
 struct Parser<'a> {
     text: &'a str,
     at: usize,
-    /// The members of the objects [`Parser::canonical`] is inside, innermost last: the names and
-    /// where each member's canonical text was written.
-    members: Vec<(Cow<'a, str>, std::ops::Range<usize>)>,
+    /// Scratch of [`Parser::canonical`].
+    members: Members<'a>,
 }
 
 impl<'a> Parser<'a> {
@@ -195,6 +238,7 @@ impl<'a> Parser<'a> {
         self.space();
         match self.peek().ok_or(Refused)? {
             b'{' => self.object(shape, depth),
+            b'[' if shape == Shape::Env => self.env(depth),
             b'[' => self.array(shape.element(), depth),
             b'"' => self.string().map(Node::String),
             b't' => self.literal("true").map(|()| Node::Bool(true)),
@@ -224,6 +268,28 @@ impl<'a> Parser<'a> {
             items.push(p.value(element, depth + 1)?);
             Ok(())
         })?;
+        Ok(Node::Array(items))
+    }
+
+    /// A container's env list, its entries kept as raw text: an env list can hold thousands of
+    /// entries, and admission only looks for the one named `INTERNAL_APP_ENDPOINT_PATTERN`. Only
+    /// when that name, or a `\u` escape that could spell it, occurs anywhere in the list is it
+    /// read again and built, so an entry left raw is never the webhook's variable.
+    fn env(&mut self, depth: usize) -> Result<Node<'a>, Refused> {
+        let start = self.at;
+        let mut items = Vec::new();
+        self.elements(|p, _| {
+            items.push(p.raw(depth + 1)?);
+            Ok(())
+        })?;
+        let text = &self.bytes()[start..self.at];
+        let ours = keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN.as_bytes();
+        if memchr::memmem::find(text, ours).is_some()
+            || memchr::memmem::find(text, b"\\u").is_some()
+        {
+            self.at = start;
+            return self.array(Shape::Full, depth);
+        }
         Ok(Node::Array(items))
     }
 
@@ -281,40 +347,74 @@ impl<'a> Parser<'a> {
     /// A string: borrowed when it holds no escape, else decoded by `serde_json`.
     fn string(&mut self) -> Result<Cow<'a, str>, Refused> {
         let open = self.at;
-        let escaped = self.skip_string()?;
-        let inner = &self.text[open + 1..self.at - 1];
-        match escaped {
-            false => Ok(Cow::Borrowed(inner)),
-            true => serde_json::from_str::<String>(&self.text[open..self.at])
-                .map(Cow::Owned)
-                .map_err(|_| Refused),
+        let escapes = self.skip_string()?;
+        match escapes {
+            Escapes::None => Ok(Cow::Borrowed(&self.text[open + 1..self.at - 1])),
+            Escapes::Short | Escapes::Solidus | Escapes::Unicode => {
+                serde_json::from_str::<String>(&self.text[open..self.at])
+                    .map(Cow::Owned)
+                    .map_err(|_| Refused)
+            }
         }
     }
 
-    /// Move past the string that starts at the quote under the cursor; whether it held escapes.
-    /// Eight bytes at a time, every special byte of a word handled in place: a
+    /// Move past the string that starts at the quote under the cursor, checking it; what escapes
+    /// it held. Eight bytes at a time and without a branch per escape: a
     /// `last-applied-configuration` annotation has an escape every few bytes.
-    fn skip_string(&mut self) -> Result<bool, Refused> {
+    fn skip_string(&mut self) -> Result<Escapes, Refused> {
         let bytes = self.bytes();
         let mut at = self.at + 1;
-        // Bytes before this index are escaped (the byte after a backslash).
-        let mut escaped_until = 0;
+        let mut escapes = Escapes::None;
+        // Whether the first byte of the next word is escaped (a backslash ended this one).
+        let mut carry = false;
         while at < bytes.len() {
-            let mut hits = super::special_bytes(super::word_at(&bytes[at..]));
-            while hits != 0 {
-                let pos = at + hits.trailing_zeros() as usize / 8;
-                hits &= hits - 1;
-                if pos >= bytes.len() || pos < escaped_until {
-                    continue;
-                }
-                match bytes[pos] {
-                    b'"' => {
-                        self.at = pos + 1;
-                        return Ok(escaped_until > 0);
+            let word = super::word_at(&bytes[at..]);
+            if !carry {
+                // The usual word: no backslash, so the first special byte decides.
+                let [quotes, backslashes, controls] = super::string_bytes_high(word);
+                if backslashes == 0 {
+                    let stops = quotes | controls;
+                    if stops == 0 {
+                        at += 8;
+                        continue;
                     }
-                    b'\\' => escaped_until = pos + 2,
-                    _ => return Err(Refused), // a raw control character
+                    let pos = at + stops.trailing_zeros() as usize / 8;
+                    return match bytes.get(pos) {
+                        Some(b'"') => {
+                            self.at = pos + 1;
+                            Ok(escapes)
+                        }
+                        _ => Err(Refused), // a raw control character
+                    };
                 }
+            }
+            let [quotes, backslashes, controls] = super::string_bytes(word);
+            let escaped = escaped_bytes(backslashes, &mut carry);
+            let ends = quotes & !escaped;
+            // The bytes before the closing quote: all of the word if the quote is not in it.
+            let inside = (ends & ends.wrapping_neg()).wrapping_sub(1);
+            if controls & inside != 0 {
+                return Err(Refused); // a raw control character
+            }
+            let escaped = escaped & inside;
+            if escaped != 0 {
+                escapes = escapes.max(Escapes::Short);
+                // `\"` and `\\` need no check; the other escaped bytes are checked one by one.
+                let mut others = escaped & !(quotes | backslashes);
+                while others != 0 {
+                    let pos = at + others.trailing_zeros() as usize;
+                    others &= others - 1;
+                    match bytes.get(pos) {
+                        Some(b'b' | b'f' | b'n' | b'r' | b't') => {}
+                        Some(b'/') => escapes = escapes.max(Escapes::Solidus),
+                        Some(b'u') => escapes = Escapes::Unicode,
+                        _ => return Err(Refused),
+                    }
+                }
+            }
+            if ends != 0 {
+                self.at = at + ends.trailing_zeros() as usize + 1;
+                return Ok(escapes);
             }
             at += 8;
         }
@@ -400,7 +500,16 @@ impl<'a> Parser<'a> {
                 Ok(())
             }
             b'"' => {
-                spec_sha::write_string(&self.string()?, out);
+                let open = self.at;
+                match self.skip_string()? {
+                    Escapes::None | Escapes::Short => {
+                        out.extend_from_slice(&self.bytes()[open..self.at]);
+                    }
+                    Escapes::Solidus | Escapes::Unicode => {
+                        self.at = open;
+                        spec_sha::write_string(&self.string()?, out);
+                    }
+                }
                 Ok(())
             }
             b't' => self.literal_into("true", out),
@@ -425,8 +534,18 @@ impl<'a> Parser<'a> {
                 out.push(b',');
             }
             let from = out.len();
-            spec_sha::write_string(&key, out);
-            out.push(b':');
+            match &key {
+                // Borrowed: it held no escape, so it is written as it came.
+                Cow::Borrowed(plain) => {
+                    out.push(b'"');
+                    out.extend_from_slice(plain.as_bytes());
+                    out.extend_from_slice(b"\":");
+                }
+                Cow::Owned(decoded) => {
+                    spec_sha::write_string(decoded, out);
+                    out.push(b':');
+                }
+            }
             p.canonical(out, depth + 1)?;
             p.members.push((key, from..out.len()));
             Ok(())
@@ -468,7 +587,16 @@ impl<'a> Parser<'a> {
         }
         self.space();
         match self.peek().ok_or(Refused)? {
-            b'"' => self.skip_string().map(drop),
+            b'"' => {
+                let open = self.at;
+                match self.skip_string()? {
+                    // `serde_json` checks the digits and surrogate pairs of `\\u` escapes.
+                    Escapes::Unicode => serde_json::from_str::<String>(&self.text[open..self.at])
+                        .map(drop)
+                        .map_err(|_| Refused),
+                    Escapes::None | Escapes::Short | Escapes::Solidus => Ok(()),
+                }
+            }
             b'{' | b'[' => self.elements(|p, _| p.skip(depth + 1)),
             b't' => self.literal("true"),
             b'f' => self.literal("false"),
@@ -523,6 +651,12 @@ mod tests {
             "[1 2]",
             "1e400",
             "{\"request\":{\"userInfo\":[1,}}}",
+            // Strings left raw are checked as closely as those that are built.
+            r#"{"request":{"userInfo":"\x"}}"#,
+            r#"{"request":{"userInfo":"\u12"}}"#,
+            r#"{"request":{"userInfo":"\ud800"}}"#,
+            r#"{"request":{"userInfo":"a\\\"}}"#,
+            "{\"request\":{\"userInfo\":\"\\\n\"}}",
         ];
         for text in texts {
             assert!(serde_json::from_str::<Value>(text).is_err(), "{text:?}");
@@ -567,6 +701,90 @@ mod tests {
         assert_eq!(json!(node), full);
     }
 
+    #[test]
+    fn env_entries_stay_raw_unless_one_may_be_the_webhooks_own() {
+        let env_of = |list: &str| {
+            let text = format!(
+                r#"{{"request":{{"object":{{"spec":{{"template":{{"spec":{{"containers":[{{"name":"app","env":{list}}}]}}}}}}}}}}}}"#
+            );
+            let node = review(text.as_bytes()).unwrap();
+            let want: Value = serde_json::from_str(list).unwrap();
+            let env = [
+                "request",
+                "object",
+                "spec",
+                "template",
+                "spec",
+                "containers",
+            ]
+            .iter()
+            .try_fold(&node, |n, k| n.get(k))
+            .and_then(|c| c.as_array()?.first()?.get("env").cloned())
+            .unwrap();
+            assert_eq!(env.to_json(), want, "{list}");
+            env.as_array()
+                .unwrap()
+                .iter()
+                .map(|e| matches!(e, Node::Raw(_)))
+                .collect::<Vec<bool>>()
+        };
+        assert_eq!(
+            env_of(r#"[{"name":"A","value":"1"}, {"name":"B","value":"q\"t"}]"#),
+            [true, true]
+        );
+        // The name itself, or any `\u` escape (which could spell it), and the list is built.
+        assert_eq!(
+            env_of(r#"[{"name":"A"}, {"name":"INTERNAL_APP_ENDPOINT_PATTERN","value":"x"}]"#),
+            [false, false]
+        );
+        assert_eq!(
+            env_of(r#"[{"name":"\u0049NTERNAL_APP_ENDPOINT_PATTERN","value":"x"}]"#),
+            [false]
+        );
+        assert_eq!(env_of(r#"[{"name":"A","value":"\u00e9"}]"#), [false]);
+    }
+
+    #[test]
+    fn raw_strings_are_written_canonically() {
+        let cases = [
+            (r#"["plain", "q\"b\\n\n\t"]"#, r#"["plain","q\"b\\n\n\t"]"#),
+            (r#""a\/b""#, r#""a/b""#),
+            (
+                r#"{"\u0062": "\u0041\u00e9\u001F", "a": 1}"#,
+                "{\"a\":1,\"b\":\"A\u{e9}\\u001f\"}",
+            ),
+        ];
+        for (text, want) in cases {
+            let mut out = Vec::new();
+            assert_eq!(canonical(text, &mut out, &mut Vec::new()), Ok(()));
+            assert_eq!(String::from_utf8(out).unwrap(), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn escaped_bytes_follow_odd_backslash_runs() {
+        for backslashes in 0..=255u8 {
+            for carry_in in [false, true] {
+                let (mut want, mut escaping) = (0u8, carry_in);
+                for i in 0..8 {
+                    if escaping {
+                        want |= 1 << i;
+                        escaping = false;
+                    } else if backslashes & (1 << i) != 0 {
+                        escaping = true;
+                    }
+                }
+                let mut carry = carry_in;
+                assert_eq!(
+                    escaped_bytes(backslashes, &mut carry),
+                    want,
+                    "{backslashes:#010b} {carry_in}"
+                );
+                assert_eq!(carry, escaping, "{backslashes:#010b} {carry_in}");
+            }
+        }
+    }
+
     fn json_value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
@@ -604,8 +822,18 @@ mod tests {
                 false => serde_json::to_string(&v).unwrap(),
             };
             let mut out = Vec::new();
-            prop_assert_eq!(canonical(&text, &mut out), Ok(()));
+            prop_assert_eq!(canonical(&text, &mut out, &mut Vec::new()), Ok(()));
             prop_assert_eq!(String::from_utf8(out).unwrap(), spec_sha::canonical_json(&v));
+        }
+
+        #[test]
+        fn strings_are_taken_exactly_when_serde_json_takes_them(inner in "[a\\\\\"nu0-9dD/\u{1}é]{0,40}", pad in 0usize..8) {
+            // Built (a top-level string) and left raw (`userInfo`), at every offset in a word.
+            let string = format!("\"{}{inner}\"", "p".repeat(pad));
+            for text in [string.clone(), format!(r#"{{"request":{{"userInfo":{string}}}}}"#)] {
+                let want = serde_json::from_str::<Value>(&text).ok();
+                prop_assert_eq!(parsed(&text).ok(), want, "{}", text);
+            }
         }
 
         #[test]
