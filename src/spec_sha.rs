@@ -101,7 +101,14 @@ fn write_canonical<'a>(value: &Node<'a>, out: &mut Out<'a>) {
             }
         }
         // Raw text was checked by the parser that left it, so it reads again.
-        Node::Raw(text) => {
+        Node::Raw {
+            text,
+            canonical: true,
+        } => buf.extend_from_slice(text.as_bytes()),
+        Node::Raw {
+            text,
+            canonical: false,
+        } => {
             let at = buf.len();
             if node::parse::canonical(text, buf, &mut out.members).is_err() {
                 buf.truncate(at);

@@ -33,7 +33,13 @@ pub enum Node<'a> {
     Array(Vec<Node<'a>>),
     Object(Map<'a>),
     /// A value kept as its JSON text (a slice of the body) because the webhook never reads into it.
-    Raw(&'a str),
+    Raw {
+        text: &'a str,
+        /// Whether the text is already RFC 8785 canonical JSON (compact, members in order, no
+        /// escape or number spelled otherwise), as API-server JSON mostly is: then the spec
+        /// SHA hashes it as it is.
+        canonical: bool,
+    },
 }
 
 /// A JSON object: its members in order. Lookups scan, which beats hashing for the small maps of
@@ -126,7 +132,7 @@ impl PartialEq for Node<'_> {
             (Node::String(a), Node::String(b)) => a == b,
             (Node::Array(a), Node::Array(b)) => a == b,
             (Node::Object(a), Node::Object(b)) => a == b,
-            (Node::Raw(a), Node::Raw(b)) => a == b,
+            (Node::Raw { text: a, .. }, Node::Raw { text: b, .. }) => a == b,
             _ => false,
         }
     }
@@ -146,7 +152,7 @@ impl<'a> Node<'a> {
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Node::String(s) => Some(s),
-            Node::Raw(text) => {
+            Node::Raw { text, .. } => {
                 let inner = text.strip_prefix('"')?.strip_suffix('"')?;
                 (!inner.contains('\\')).then_some(inner)
             }
@@ -185,7 +191,7 @@ impl<'a> Node<'a> {
     pub fn is_null(&self) -> bool {
         match self {
             Node::Null => true,
-            Node::Raw(text) => *text == "null",
+            Node::Raw { text, .. } => *text == "null",
             _ => false,
         }
     }
@@ -193,7 +199,7 @@ impl<'a> Node<'a> {
     pub fn is_object(&self) -> bool {
         match self {
             Node::Object(_) => true,
-            Node::Raw(text) => text.starts_with('{'),
+            Node::Raw { text, .. } => text.starts_with('{'),
             _ => false,
         }
     }
@@ -201,7 +207,7 @@ impl<'a> Node<'a> {
     pub fn is_string(&self) -> bool {
         match self {
             Node::String(_) => true,
-            Node::Raw(text) => text.starts_with('"'),
+            Node::Raw { text, .. } => text.starts_with('"'),
             _ => false,
         }
     }
@@ -257,7 +263,7 @@ impl<'a> Node<'a> {
                     .collect(),
             ),
             // Raw text came out of a successful parse, so it parses again.
-            Node::Raw(text) => serde_json::from_str(text).unwrap_or_default(),
+            Node::Raw { text, .. } => serde_json::from_str(text).unwrap_or_default(),
         }
     }
 }
@@ -295,7 +301,7 @@ impl Serialize for Node<'_> {
                 }
                 out.end()
             }
-            Node::Raw(_) => self.to_json().serialize(s),
+            Node::Raw { .. } => self.to_json().serialize(s),
         }
     }
 }

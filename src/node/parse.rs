@@ -194,6 +194,11 @@ struct Parser<'a> {
     at: usize,
     /// Scratch of [`Parser::canonical`].
     members: Members<'a>,
+    /// Whether the text skipped since [`Parser::raw`] began is canonical JSON so far, escapes
+    /// aside (see [`Node::Raw`]).
+    canonical: bool,
+    /// The most work any string's escapes needed since [`Parser::raw`] began.
+    escapes: Escapes,
 }
 
 impl<'a> Parser<'a> {
@@ -202,6 +207,8 @@ impl<'a> Parser<'a> {
             text,
             at: 0,
             members: Vec::new(),
+            canonical: true,
+            escapes: Escapes::None,
         }
     }
 
@@ -216,6 +223,7 @@ impl<'a> Parser<'a> {
     fn space(&mut self) {
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
             self.at += 1;
+            self.canonical = false;
         }
     }
 
@@ -278,15 +286,15 @@ impl<'a> Parser<'a> {
     fn env(&mut self, depth: usize) -> Result<Node<'a>, Refused> {
         let start = self.at;
         let mut items = Vec::new();
+        let mut unicode = false;
         self.elements(|p, _| {
             items.push(p.raw(depth + 1)?);
+            unicode |= p.escapes == Escapes::Unicode;
             Ok(())
         })?;
         let text = &self.bytes()[start..self.at];
         let ours = keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN.as_bytes();
-        if memchr::memmem::find(text, ours).is_some()
-            || memchr::memmem::find(text, b"\\u").is_some()
-        {
+        if unicode || memchr::memmem::find(text, ours).is_some() {
             self.at = start;
             return self.array(Shape::Full, depth);
         }
@@ -382,6 +390,7 @@ impl<'a> Parser<'a> {
                     return match bytes.get(pos) {
                         Some(b'"') => {
                             self.at = pos + 1;
+                            self.escapes = self.escapes.max(escapes);
                             Ok(escapes)
                         }
                         _ => Err(Refused), // a raw control character
@@ -414,6 +423,7 @@ impl<'a> Parser<'a> {
             }
             if ends != 0 {
                 self.at = at + ends.trailing_zeros() as usize + 1;
+                self.escapes = self.escapes.max(escapes);
                 return Ok(escapes);
             }
             at += 8;
@@ -576,8 +586,13 @@ impl<'a> Parser<'a> {
     fn raw(&mut self, depth: usize) -> Result<Node<'a>, Refused> {
         self.space();
         let start = self.at;
+        self.canonical = true;
+        self.escapes = Escapes::None;
         self.skip(depth)?;
-        Ok(Node::Raw(&self.text[start..self.at]))
+        Ok(Node::Raw {
+            text: &self.text[start..self.at],
+            canonical: self.canonical && self.escapes <= Escapes::Short,
+        })
     }
 
     /// Move past the next value, checking its grammar, building nothing.
@@ -597,11 +612,37 @@ impl<'a> Parser<'a> {
                     Escapes::None | Escapes::Short | Escapes::Solidus => Ok(()),
                 }
             }
-            b'{' | b'[' => self.elements(|p, _| p.skip(depth + 1)),
+            b'{' | b'[' => {
+                // Canonical members come in UTF-16 order of their names.
+                let mut previous: Option<Cow<'a, str>> = None;
+                self.elements(|p, key| {
+                    if let Some(key) = key {
+                        if previous
+                            .as_ref()
+                            .is_some_and(|prev| spec_sha::utf16_cmp(prev, &key).is_gt())
+                        {
+                            p.canonical = false;
+                        }
+                        previous = Some(key);
+                    }
+                    p.skip(depth + 1)
+                })
+            }
             b't' => self.literal("true"),
             b'f' => self.literal("false"),
             b'n' => self.literal("null"),
-            _ => self.number().map(drop),
+            _ => {
+                let start = self.at;
+                self.number()?;
+                // Canonical as written: an integer that is exact as a double, and not `-0`.
+                let token = &self.text[start..self.at];
+                let digits = token.strip_prefix('-').unwrap_or(token);
+                if digits.len() > 15 || !digits.bytes().all(|b| b.is_ascii_digit()) || token == "-0"
+                {
+                    self.canonical = false;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -676,7 +717,7 @@ mod tests {
             "oldObject":{"metadata":{"labels":{"l":"v"},"name":"a"},"spec":{"k":"v"}}}}"#;
         let node = review(text.as_bytes()).unwrap();
         let request = node.get("request").unwrap();
-        assert!(matches!(request.get("userInfo"), Some(Node::Raw(_))));
+        assert!(matches!(request.get("userInfo"), Some(Node::Raw { .. })));
         let object = request.get("object").unwrap();
         let annotations = object
             .get("metadata")
@@ -687,11 +728,11 @@ mod tests {
             Some(Node::String(_))
         ));
         let applied = annotations.get("kubectl.kubernetes.io/last-applied-configuration");
-        assert!(matches!(applied, Some(Node::Raw(_))));
-        assert!(matches!(object.get("status"), Some(Node::Raw(_))));
+        assert!(matches!(applied, Some(Node::Raw { .. })));
+        assert!(matches!(object.get("status"), Some(Node::Raw { .. })));
         assert!(matches!(object.get("spec"), Some(Node::Object(_))));
         let old = request.get("oldObject").unwrap();
-        assert!(matches!(old.get("spec"), Some(Node::Raw(_))));
+        assert!(matches!(old.get("spec"), Some(Node::Raw { .. })));
         assert!(matches!(
             old.get("metadata").and_then(|m| m.get("labels")),
             Some(Node::Object(_))
@@ -725,7 +766,7 @@ mod tests {
             env.as_array()
                 .unwrap()
                 .iter()
-                .map(|e| matches!(e, Node::Raw(_)))
+                .map(|e| matches!(e, Node::Raw { .. }))
                 .collect::<Vec<bool>>()
         };
         assert_eq!(
@@ -758,6 +799,48 @@ mod tests {
             let mut out = Vec::new();
             assert_eq!(canonical(text, &mut out, &mut Vec::new()), Ok(()));
             assert_eq!(String::from_utf8(out).unwrap(), want, "{text}");
+        }
+    }
+
+    /// `text` skimmed as raw text: whether it was found canonical.
+    fn raw_is_canonical(text: &str) -> bool {
+        let body = format!(r#"{{"request":{{"userInfo":{text}}}}}"#);
+        let node = review(body.as_bytes()).unwrap();
+        match node.get("request").and_then(|r| r.get("userInfo")) {
+            Some(Node::Raw {
+                text: raw,
+                canonical,
+            }) => {
+                assert_eq!(*raw, text.trim());
+                *canonical
+            }
+            other => panic!("not raw: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn raw_text_is_marked_canonical_only_as_it_is_written_canonically() {
+        let canonical = [
+            r#"{"a":[1,-2,"x\"y\\z\n",true,null],"b":{"c":{}},"é":"😀"}"#,
+            r#"[123456789012345,"a/b"]"#,
+            " {\"a\":1} ",
+        ];
+        let otherwise = [
+            r#"{"a": 1}"#,
+            r#"{"b":1,"a":2}"#,
+            "[1.5]",
+            "[1e3]",
+            "[-0]",
+            "[1234567890123456]",
+            r#"["\u0041"]"#,
+            r#"["a\/b"]"#,
+            "[\n1]",
+        ];
+        for text in canonical {
+            assert!(raw_is_canonical(text), "{text}");
+        }
+        for text in otherwise {
+            assert!(!raw_is_canonical(text), "{text}");
         }
     }
 
@@ -824,6 +907,17 @@ mod tests {
             let mut out = Vec::new();
             prop_assert_eq!(canonical(&text, &mut out, &mut Vec::new()), Ok(()));
             prop_assert_eq!(String::from_utf8(out).unwrap(), spec_sha::canonical_json(&v));
+        }
+
+        #[test]
+        fn raw_text_marked_canonical_is_its_canonical_json(v in json_value(), pretty in any::<bool>()) {
+            let text = match pretty {
+                true => serde_json::to_string_pretty(&v).unwrap(),
+                false => serde_json::to_string(&v).unwrap(),
+            };
+            if raw_is_canonical(&text) {
+                prop_assert_eq!(text, spec_sha::canonical_json(&v));
+            }
         }
 
         #[test]
