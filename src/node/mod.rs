@@ -468,10 +468,10 @@ pub(crate) fn string_bytes_high(x: u64) -> [u64; 3] {
     ]
 }
 
-/// [`string_bytes_high`] as bit masks: bit `i` of each mask stands for byte `i`.
-pub(crate) fn string_bytes(x: u64) -> [u8; 3] {
+/// A mask of high bits ([`string_bytes_high`]) as eight bits: bit `i` stands for byte `i`.
+pub(crate) fn byte_mask(high: u64) -> u8 {
     // Multiplying gathers the eight high bits into the top byte, in order.
-    string_bytes_high(x).map(|high| ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8)
+    ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
 }
 
 #[cfg(test)]
@@ -522,7 +522,7 @@ mod tests {
                 (0..8).fold(0u8, |m, i| m | (u8::from(class(word[i])) << i))
             };
             assert_eq!(
-                string_bytes(word_at(&word)),
+                string_bytes_high(word_at(&word)).map(byte_mask),
                 [
                     mask(|c| c == b'"'),
                     mask(|c| c == b'\\'),

@@ -376,10 +376,10 @@ impl<'a> Parser<'a> {
         // Whether the first byte of the next word is escaped (a backslash ended this one).
         let mut carry = false;
         while at < bytes.len() {
-            let word = super::word_at(&bytes[at..]);
+            let high = super::string_bytes_high(super::word_at(&bytes[at..]));
             if !carry {
                 // The usual word: no backslash, so the first special byte decides.
-                let [quotes, backslashes, controls] = super::string_bytes_high(word);
+                let [quotes, backslashes, controls] = high;
                 if backslashes == 0 {
                     let stops = quotes | controls;
                     if stops == 0 {
@@ -397,7 +397,7 @@ impl<'a> Parser<'a> {
                     };
                 }
             }
-            let [quotes, backslashes, controls] = super::string_bytes(word);
+            let [quotes, backslashes, controls] = high.map(super::byte_mask);
             let escaped = escaped_bytes(backslashes, &mut carry);
             let ends = quotes & !escaped;
             // The bytes before the closing quote: all of the word if the quote is not in it.
