@@ -5,7 +5,8 @@
 //! (no map is built). Values the webhook never reads are not parsed into a tree at all but kept as
 //! their JSON text ([`Node::Raw`]): the annotations of other owners (a `kubectl.kubernetes.io/
 //! last-applied-configuration` can be half of a review), `metadata.managedFields`, `status`, the
-//! parts of `spec` no edit touches, and all of the stored object but its labels. They are written
+//! parts of `spec` no edit touches (each env entry, too), and all of the stored object but its
+//! labels. They are written
 //! back out byte for byte, so nothing is lost.
 //!
 //! Trees built by the offline CLI and by tests come from `serde_json::Value`

@@ -4,11 +4,16 @@
 //! more time visiting tokens into a tree than the whole review may take, and `sonic-rs`'s own
 //! tree turns edited objects into hash maps (losing member order, so patches would not be
 //! byte-stable). This parser does one pass over the bytes, finds string ends eight bytes at a
-//! time, borrows every string without escapes, and builds nothing for what admission never reads
-//! (see [`Shape`]): those values are checked and kept as their text ([`Node::Raw`]). Inside
-//! `spec`, that is everything but what the edits touch (template metadata, container names,
-//! ports and env, volume names); [`canonical`] writes the canonical JSON of such text without
-//! building a tree, for the spec SHA.
+//! time (escapes included, without a branch per escape), borrows every string without escapes,
+//! and builds nothing for what admission never reads (see [`Shape`]): those values are checked
+//! and kept as their text ([`Node::Raw`]). Inside `spec`, that is everything but what the edits
+//! touch: template metadata, container names and ports, volume names, and the list of env
+//! entries (each entry stays raw unless the list may hold the webhook's own variable).
+//!
+//! The spec SHA needs the canonical JSON of that raw text. While skipping a value the parser
+//! notes whether its text is canonical already (compact, members in order, nothing spelled
+//! otherwise), as API-server JSON mostly is: such text is hashed as it is. Other raw text goes
+//! through [`canonical`], which writes its canonical form without building a tree.
 //!
 //! Anything it does not take (invalid UTF-8 or JSON, nesting deeper than [`MAX_DEPTH`], a number
 //! out of range) is an `Err`, and the caller falls back to `serde_json`, which either parses the
