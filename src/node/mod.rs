@@ -6,8 +6,7 @@
 //! their JSON text ([`Node::Raw`]): the annotations of other owners (a `kubectl.kubernetes.io/
 //! last-applied-configuration` can be half of a review), `metadata.managedFields`, `status`, the
 //! parts of `spec` no edit touches (each env entry, too), and all of the stored object but its
-//! labels. They are written
-//! back out byte for byte, so nothing is lost.
+//! labels. They are written back out byte for byte, so nothing is lost.
 //!
 //! Trees built by the offline CLI and by tests come from `serde_json::Value`
 //! ([`Node::from_json`]) and own their strings; `serde_json` also parses into a tree directly
