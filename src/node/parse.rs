@@ -171,17 +171,17 @@ pub fn review(body: &[u8]) -> Result<Node<'_>, Refused> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Escapes {
     None,
-    /// Only escapes RFC 8785 writes the same way: `\\"`, `\\\\`, `\\b`, `\\f`, `\\n`, `\\r`,
-    /// `\\t`. Such a string is its own canonical form.
+    /// Only escapes RFC 8785 writes the same way: `\"`, `\\`, `\b`, `\f`, `\n`, `\r`,
+    /// `\t`. Such a string is its own canonical form.
     Short,
-    /// A `\\/` too, which canonical JSON writes as a plain `/`.
+    /// A `\/` too, which canonical JSON writes as a plain `/`.
     Solidus,
-    /// A `\\u` escape too, whose digits and surrogate pairs only decoding checks.
+    /// A `\u` escape too, whose digits and surrogate pairs only decoding checks.
     Unicode,
 }
 
 /// The bytes of an eight-byte word that are escaped: each follows an odd-length run of
-/// backslashes. Bit `i` of `backslashes` is set for a `\\` at byte `i`; `carry` says whether the
+/// backslashes. Bit `i` of `backslashes` is set for a `\` at byte `i`; `carry` says whether the
 /// word's first byte is escaped, and is set for the next word. Branch-free, after simdjson:
 /// subtracting the runs' starts from their shifted bits flips the escaped byte of each odd run.
 fn escaped_bytes(backslashes: u8, carry: &mut bool) -> u8 {
@@ -610,7 +610,7 @@ impl<'a> Parser<'a> {
             b'"' => {
                 let open = self.at;
                 match self.skip_string()? {
-                    // `serde_json` checks the digits and surrogate pairs of `\\u` escapes.
+                    // `serde_json` checks the digits and surrogate pairs of `\u` escapes.
                     Escapes::Unicode => serde_json::from_str::<String>(&self.text[open..self.at])
                         .map(drop)
                         .map_err(|_| Refused),
