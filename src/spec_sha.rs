@@ -3,7 +3,9 @@
 //! Canonical JSON makes the hash independent of key order, whitespace and number spelling, so a
 //! manifest applied twice in any formatting gets the same SHA. The canonical bytes are written
 //! into a buffer that is handed to the hasher in chunks of [`CHUNK`] bytes: many tiny writes to a
-//! hasher cost more than the copy, and one buffer for a 200 KB spec would keep growing.
+//! hasher cost more than the copy, and one buffer for a 200 KB spec would keep growing. Text a
+//! review left raw is copied as it is when the parser found it canonical already, and otherwise
+//! written canonically by [`node::parse::canonical`] without building a tree.
 
 use sha2::{Digest, Sha256};
 
