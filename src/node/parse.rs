@@ -285,9 +285,10 @@ impl<'a> Parser<'a> {
     }
 
     /// A container's env list, its entries kept as raw text: an env list can hold thousands of
-    /// entries, and admission only looks for the one named `INTERNAL_APP_ENDPOINT_PATTERN`. Only
-    /// when that name, or a `\u` escape that could spell it, occurs anywhere in the list is it
-    /// read again and built, so an entry left raw is never the webhook's variable.
+    /// entries, and admission only looks for the one named `INTERNAL_APP_ENDPOINT_PATTERN`. An
+    /// entry whose text holds that name, or a `\u` escape that could spell it, is built, so an
+    /// entry left raw is never the webhook's variable. One search over the whole list tells
+    /// whether any entry needs a look.
     fn env(&mut self, depth: usize) -> Result<Node<'a>, Refused> {
         let start = self.at;
         let mut items = Vec::new();
@@ -297,11 +298,17 @@ impl<'a> Parser<'a> {
             unicode |= p.escapes == Escapes::Unicode;
             Ok(())
         })?;
-        let text = &self.bytes()[start..self.at];
-        let ours = keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN.as_bytes();
-        if unicode || memchr::memmem::find(text, ours).is_some() {
-            self.at = start;
-            return self.array(Shape::Full, depth);
+        let ours = |text: &[u8]| {
+            memchr::memmem::find(text, keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN.as_bytes()).is_some()
+        };
+        if unicode || ours(&self.bytes()[start..self.at]) {
+            for item in &mut items {
+                if let Node::Raw { text, .. } = *item
+                    && (ours(text.as_bytes()) || text.contains("\\u"))
+                {
+                    *item = Parser::new(text).value(Shape::Full, depth + 1)?;
+                }
+            }
         }
         Ok(Node::Array(items))
     }
@@ -778,16 +785,21 @@ mod tests {
             env_of(r#"[{"name":"A","value":"1"}, {"name":"B","value":"q\"t"}]"#),
             [true, true]
         );
-        // The name itself, or any `\u` escape (which could spell it), and the list is built.
+        // An entry with the name itself, or any `\u` escape (which could spell it), is built.
         assert_eq!(
             env_of(r#"[{"name":"A"}, {"name":"INTERNAL_APP_ENDPOINT_PATTERN","value":"x"}]"#),
-            [false, false]
+            [true, false]
         );
         assert_eq!(
-            env_of(r#"[{"name":"\u0049NTERNAL_APP_ENDPOINT_PATTERN","value":"x"}]"#),
-            [false]
+            env_of(r#"[{"name":"\u0049NTERNAL_APP_ENDPOINT_PATTERN","value":"x"}, {"name":"B"}]"#),
+            [false, true]
         );
-        assert_eq!(env_of(r#"[{"name":"A","value":"\u00e9"}]"#), [false]);
+        assert_eq!(
+            env_of(
+                r#"[{"name":"A","value":"\u00e9"}, {"name":"B","value":"INTERNAL_APP_ENDPOINT_PATTERN"}]"#
+            ),
+            [false, false]
+        );
     }
 
     #[test]
