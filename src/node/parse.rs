@@ -367,15 +367,18 @@ impl<'a> Parser<'a> {
     /// A string: borrowed when it holds no escape, else decoded by `serde_json`.
     fn string(&mut self) -> Result<Cow<'a, str>, Refused> {
         let open = self.at;
-        let escapes = self.skip_string()?;
-        match escapes {
+        match self.skip_string()? {
             Escapes::None => Ok(Cow::Borrowed(&self.text[open + 1..self.at - 1])),
             Escapes::Short | Escapes::Solidus | Escapes::Unicode => {
-                serde_json::from_str::<String>(&self.text[open..self.at])
-                    .map(Cow::Owned)
-                    .map_err(|_| Refused)
+                self.decode(open).map(Cow::Owned)
             }
         }
+    }
+
+    /// The string from the quote at `open` to the cursor, its escapes decoded (and so checked,
+    /// digits and surrogate pairs of `\u` escapes included) by `serde_json`.
+    fn decode(&self, open: usize) -> Result<String, Refused> {
+        serde_json::from_str(&self.text[open..self.at]).map_err(|_| Refused)
     }
 
     /// Move past the string that starts at the quote under the cursor, checking it; what escapes
@@ -528,8 +531,7 @@ impl<'a> Parser<'a> {
                         out.extend_from_slice(&self.bytes()[open..self.at]);
                     }
                     Escapes::Solidus | Escapes::Unicode => {
-                        self.at = open;
-                        spec_sha::write_string(&self.string()?, out);
+                        spec_sha::write_string(&self.decode(open)?, out);
                     }
                 }
                 Ok(())
@@ -617,10 +619,7 @@ impl<'a> Parser<'a> {
             b'"' => {
                 let open = self.at;
                 match self.skip_string()? {
-                    // `serde_json` checks the digits and surrogate pairs of `\u` escapes.
-                    Escapes::Unicode => serde_json::from_str::<String>(&self.text[open..self.at])
-                        .map(drop)
-                        .map_err(|_| Refused),
+                    Escapes::Unicode => self.decode(open).map(drop),
                     Escapes::None | Escapes::Short | Escapes::Solidus => Ok(()),
                 }
             }
