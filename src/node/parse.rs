@@ -390,7 +390,10 @@ impl<'a> Parser<'a> {
         let mut escapes = Escapes::None;
         // Whether the first byte of the next word is escaped (a backslash ended this one).
         let mut carry = false;
-        while at < bytes.len() {
+        let close = loop {
+            if at >= bytes.len() {
+                return Err(Refused);
+            }
             let high = super::string_bytes_high(super::word_at(&bytes[at..]));
             if !carry {
                 // The usual word: no backslash, so the first special byte decides.
@@ -402,14 +405,10 @@ impl<'a> Parser<'a> {
                         continue;
                     }
                     let pos = at + stops.trailing_zeros() as usize / 8;
-                    return match bytes.get(pos) {
-                        Some(b'"') => {
-                            self.at = pos + 1;
-                            self.escapes = self.escapes.max(escapes);
-                            Ok(escapes)
-                        }
-                        _ => Err(Refused), // a raw control character
-                    };
+                    match bytes.get(pos) {
+                        Some(b'"') => break pos,
+                        _ => return Err(Refused), // a raw control character
+                    }
                 }
             }
             let [quotes, backslashes, controls] = high.map(super::byte_mask);
@@ -437,13 +436,13 @@ impl<'a> Parser<'a> {
                 }
             }
             if ends != 0 {
-                self.at = at + ends.trailing_zeros() as usize + 1;
-                self.escapes = self.escapes.max(escapes);
-                return Ok(escapes);
+                break at + ends.trailing_zeros() as usize;
             }
             at += 8;
-        }
-        Err(Refused)
+        };
+        self.at = close + 1;
+        self.escapes = self.escapes.max(escapes);
+        Ok(escapes)
     }
 
     /// A number, as `serde_json` reads it: integers that fit as integers, the rest as doubles.
