@@ -288,23 +288,32 @@ impl<'a> Parser<'a> {
     /// entries, and admission only looks for the one named `INTERNAL_APP_ENDPOINT_PATTERN`. An
     /// entry whose text holds that name, or a `\u` escape that could spell it, is built, so an
     /// entry left raw is never the webhook's variable. One search over the whole list tells
-    /// whether any entry needs a look.
+    /// whether any entry holds the name.
     fn env(&mut self, depth: usize) -> Result<Node<'a>, Refused> {
         let start = self.at;
         let mut items = Vec::new();
-        let mut unicode = false;
+        // The entries with a `\u` escape, by index.
+        let mut unicode = Vec::new();
         self.elements(|p, _| {
-            items.push(p.raw(depth + 1)?);
-            unicode |= p.escapes == Escapes::Unicode;
+            let item = p.raw(depth + 1)?;
+            if p.escapes == Escapes::Unicode {
+                unicode.push(items.len());
+            }
+            items.push(item);
             Ok(())
         })?;
-        let ours = |text: &[u8]| {
-            memchr::memmem::find(text, keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN.as_bytes()).is_some()
+        let ours = |text: &str| {
+            memchr::memmem::find(
+                text.as_bytes(),
+                keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN.as_bytes(),
+            )
+            .is_some()
         };
-        if unicode || ours(&self.bytes()[start..self.at]) {
-            for item in &mut items {
+        let named = ours(&self.text[start..self.at]);
+        if named || !unicode.is_empty() {
+            for (i, item) in items.iter_mut().enumerate() {
                 if let Node::Raw { text, .. } = *item
-                    && (ours(text.as_bytes()) || text.contains("\\u"))
+                    && (unicode.binary_search(&i).is_ok() || (named && ours(text)))
                 {
                     *item = Parser::new(text).value(Shape::Full, depth + 1)?;
                 }
