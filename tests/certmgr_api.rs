@@ -38,6 +38,8 @@ struct State {
     racer: Option<Value>,
     /// Bumps the configuration's resourceVersion before the next patch (a concurrent writer).
     bump_config_before_patch: bool,
+    /// Secret creates still to refuse with 404, as while the namespace is being created.
+    failing_creates: u32,
 }
 
 #[derive(Clone, Default)]
@@ -131,6 +133,10 @@ impl FakeApi {
             .map(str::to_string);
         match (method, secret_name, config_name) {
             (Method::GET, Some(name), _) => get(&s.secrets, &name),
+            (Method::POST, None, None) if path == SECRETS && s.failing_creates > 0 => {
+                s.failing_creates -= 1;
+                status(404, "NotFound", &format!("namespaces \"{NS}\" not found"))
+            }
             (Method::POST, None, None) if path == SECRETS => {
                 let mut object: Value = serde_json::from_slice(&body).unwrap();
                 let name = object["metadata"]["name"].as_str().unwrap().to_string();
@@ -570,4 +576,47 @@ async fn an_api_server_that_never_answers_times_out() {
         ),
         "{err:?}"
     );
+}
+
+/// The start-up hang of a fresh install: the first Secret create fails, and leadership changes
+/// while the bootstrap waits to retry. Holding the leadership channel's read lock across that
+/// wait blocked the elector's write, and with it the runtime thread: nothing moved again. The
+/// whole start runs on one runtime thread in its own OS thread, so a deadlock fails the test
+/// instead of hanging it.
+#[test]
+fn a_leadership_change_during_a_bootstrap_retry_does_not_hang_the_start() {
+    let api = FakeApi::default().with_config();
+    api.state().failing_creates = 1;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let fake = api.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let result = runtime.block_on(async move {
+            let (tx, leader) = tokio::sync::watch::channel(false);
+            // The Lease is won while the bootstrap waits to retry its failed create.
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                tx.send_replace(true);
+                std::future::pending::<()>().await
+            });
+            ksvc_webhook::certmgr::start(fake.client(), &args(), leader, path)
+                .await
+                .map(|task| task.is_some())
+        });
+        let _ = done_tx.send(result.map_err(|e| e.to_string()));
+    });
+    let outcome = done_rx.recv_timeout(std::time::Duration::from_secs(20));
+    assert_eq!(
+        outcome,
+        Ok(Ok(true)),
+        "the start must finish once the namespace exists"
+    );
+    assert_eq!(read(dir.path(), "tls.crt"), api.data().serving.cert_pem);
+    // The failed create was retried, and the leader it had become published the bundle.
+    assert_eq!(api.bundles()[0], api.data().bundle());
 }

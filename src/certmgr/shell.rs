@@ -273,7 +273,11 @@ impl Manager {
         let deadline = tokio::time::Instant::now() + budget;
         let mut backoff = StdDuration::from_secs(1);
         loop {
-            match self.sync(OffsetDateTime::now_utc(), *leader.borrow()).await {
+            // Read into a local: a `watch::Ref` in the scrutinee would hold the channel's read
+            // lock through the calls and the sleep below, and the elector's next send would block
+            // its thread on the write lock for good.
+            let is_leader = *leader.borrow();
+            match self.sync(OffsetDateTime::now_utc(), is_leader).await {
                 Ok(synced) => {
                     info!(steps = ?synced.steps, dir = %self.cert_dir.display(), "certificates ready");
                     return Ok(());
