@@ -411,6 +411,16 @@ pub struct AppStatusArgs {
     /// Keep printing the status whenever it changes.
     #[arg(long, env = "KSVC_WEBHOOK_APP_WATCH")]
     pub watch: bool,
+    /// Output format: `table` (a short line for people, the message under it when the app is
+    /// not ACTIVE), `json` (one `/apps` record per line) or `yaml`.
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        default_value_t,
+        env = "KSVC_WEBHOOK_APP_OUTPUT"
+    )]
+    pub output: crate::cli::app_print::Output,
 }
 
 /// Arguments of `app update`; an absent flag leaves its field unchanged.

@@ -11,16 +11,18 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
+use super::app_print::{self, Output};
 use crate::config::{AppAction, AppArgs, AppTarget};
 use crate::keys;
 use crate::watch::controller::record_of;
 use crate::watch::edit::{AppUpdate, set_stopped};
+use crate::watch::hub::AppRecord;
 use crate::watch::kapi::{self, Backoff, Updated};
 use crate::watch::status::status_for;
 use crate::watch::view::{KService, Revision};
@@ -108,7 +110,9 @@ pub async fn run_with_client(
             }
             (u.target.name, outcome)
         }
-        AppAction::Status(s) => return status(client, ns, &s.target.name, s.watch, out).await,
+        AppAction::Status(s) => {
+            return status(client, ns, &s.target.name, s.watch, s.output, out).await;
+        }
     };
     match outcome {
         Updated::NotFound => bail!("no KService {ns}/{name}; check the name and -n NAMESPACE"),
@@ -123,6 +127,7 @@ async fn status(
     ns: &str,
     name: &str,
     follow: bool,
+    output: Output,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let services: Api<KService> = Api::namespaced(client.clone(), ns);
@@ -139,12 +144,9 @@ async fn status(
         )
         .await?
         .items;
-        let record = record_of(
-            &ksvc,
-            status_for(&ksvc, &revs, &Timestamp::now().to_string()),
-        );
-        writeln!(out, "{}", serde_json::to_string(&record)?)?;
-        return Ok(());
+        let now = Timestamp::now();
+        let record = record_of(&ksvc, status_for(&ksvc, &revs, &now.to_string()));
+        return print(out, &record, age(&ksvc, now), output, true);
     }
     let (svc_store, svc_writer) = reflector::store::<KService>();
     let (rev_store, rev_writer) = reflector::store::<Revision>();
@@ -160,19 +162,43 @@ async fn status(
         let Some(ksvc) = svc_store.state().into_iter().next() else {
             continue;
         };
-        let status = status_for(&ksvc, &rev_store.state(), &Timestamp::now().to_string());
+        let now = Timestamp::now();
+        let status = status_for(&ksvc, &rev_store.state(), &now.to_string());
         if last
             .as_ref()
             .is_none_or(|l: &crate::watch::status::AppStatus| !l.same_state(&status))
         {
-            writeln!(
-                out,
-                "{}",
-                serde_json::to_string(&record_of(&ksvc, status.clone()))?
-            )?;
+            let record = record_of(&ksvc, status.clone());
+            print(out, &record, age(&ksvc, now), output, last.is_none())?;
             out.flush()?;
             last = Some(status);
         }
+    }
+    Ok(())
+}
+
+/// How long the KService has existed, when the API server said.
+fn age(ksvc: &KService, now: Timestamp) -> Option<SignedDuration> {
+    let created = ksvc.metadata.creation_timestamp.as_ref()?;
+    Some(now.duration_since(created.0))
+}
+
+/// Print one record in `output`; a table gets its header before the `first` row only.
+fn print(
+    out: &mut dyn Write,
+    record: &AppRecord,
+    age: Option<SignedDuration>,
+    output: Output,
+    first: bool,
+) -> anyhow::Result<()> {
+    match output {
+        Output::Table if first => {
+            writeln!(out, "{}", app_print::header(record, age))?;
+            writeln!(out, "{}", app_print::row(record, age))?;
+        }
+        Output::Table => writeln!(out, "{}", app_print::row(record, age))?,
+        Output::Json => writeln!(out, "{}", serde_json::to_string(record)?)?,
+        Output::Yaml => write!(out, "---\n{}", serde_yaml::to_string(record)?)?,
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The subcommands: thin shells over the pure core.
 
 pub mod app;
+pub mod app_print;
 pub mod certs;
 mod logs;
 mod offline;
