@@ -68,13 +68,7 @@ impl Rendered {
             }
             Err(_) => return None,
         };
-        let docs = serde_yaml::Deserializer::from_str(&yaml)
-            .map(|d| {
-                serde_yaml::from_value::<Value>(serde::Deserialize::deserialize(d).unwrap())
-                    .unwrap()
-            })
-            .filter(|v| !v.is_null())
-            .collect();
+        let docs = ksvc_webhook::docs::parse(yaml.as_bytes()).unwrap().items;
         Some(Self(docs))
     }
 
@@ -134,7 +128,7 @@ impl Rendered {
 /// The base without kubectl: its `resources:` files concatenated.
 fn render_resources(dir: &Path) -> String {
     let k: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap())
+        serde_saphyr::from_str(&std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap())
             .unwrap();
     k["resources"]
         .as_array()

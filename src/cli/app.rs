@@ -198,7 +198,7 @@ fn print(
         }
         Output::Table => writeln!(out, "{}", app_print::row(record, age))?,
         Output::Json => writeln!(out, "{}", serde_json::to_string(record)?)?,
-        Output::Yaml => write!(out, "---\n{}", serde_yaml::to_string(record)?)?,
+        Output::Yaml => write!(out, "---\n{}", serde_saphyr::to_string(record)?)?,
     }
     Ok(())
 }
