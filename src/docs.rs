@@ -19,7 +19,7 @@ pub enum Error {
     #[error("input is not valid JSON")]
     Json(#[source] serde_json::Error),
     #[error("input is not valid YAML")]
-    Yaml(#[source] serde_saphyr::Error),
+    Yaml(#[source] Box<serde_saphyr::Error>),
     #[error("cannot write the output")]
     Write(#[source] serde_json::Error),
     #[error("cannot write the output as YAML")]
@@ -45,8 +45,8 @@ pub fn parse(bytes: &[u8]) -> Result<Documents> {
             items: vec![value],
         });
     }
-    let mut items: Vec<Value> =
-        serde_saphyr::from_multiple_with_options(text, yaml_options()).map_err(Error::Yaml)?;
+    let mut items: Vec<Value> = serde_saphyr::from_multiple_with_options(text, yaml_options())
+        .map_err(|e| Error::Yaml(Box::new(e)))?;
     items.retain(|item| !item.is_null());
     Ok(Documents {
         format: Format::Yaml,

@@ -58,7 +58,7 @@ impl fmt::Display for Problem {
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogueError {
     #[error("sidecar catalogue is not valid YAML")]
-    Yaml(#[source] serde_saphyr::Error),
+    Yaml(#[source] Box<serde_saphyr::Error>),
     #[error("sidecar catalogue does not have the expected shape")]
     Shape(#[source] serde_json::Error),
     #[error("sidecar catalogue has {} problem(s):\n{}", .0.len(), list(.0))]
@@ -158,7 +158,7 @@ impl Catalogue {
     /// document is the empty catalogue.
     pub fn parse(text: &str) -> Result<Self> {
         let doc: Value = serde_saphyr::from_str_with_options(text, crate::docs::yaml_options())
-            .map_err(CatalogueError::Yaml)?;
+            .map_err(|e| CatalogueError::Yaml(Box::new(e)))?;
         let fingerprint = fingerprint_of(&doc);
         let raw: RawCatalogue = match doc {
             Value::Null => RawCatalogue::default(),
