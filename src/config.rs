@@ -11,9 +11,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::admission::Policy;
-use crate::mutate::Settings;
-use crate::naming::{DomainTemplate, TemplateError};
-use crate::sidecars::{self, Catalogue};
+use crate::admission::mutate::Settings;
+use crate::admission::naming::{DomainTemplate, TemplateError};
+use crate::admission::sidecars::{self, Catalogue};
 
 /// Admission webhook, sidecar injector and watch loop for Knative Services.
 #[derive(Debug, Parser)]

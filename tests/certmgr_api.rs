@@ -16,8 +16,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, Response, StatusCode};
 use k8s_openapi::api::core::v1::Secret;
+use ksvc_webhook::certmgr::pki;
 use ksvc_webhook::certmgr::{CertArgs, Manager, Plan, SecretData, plan::Fresh};
-use ksvc_webhook::pki;
 use serde_json::{Value, json};
 use time::{Duration, OffsetDateTime};
 

@@ -21,8 +21,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use ksvc_webhook::certmgr::CertArgs;
+use ksvc_webhook::cluster::rbac::ApiCall;
 use ksvc_webhook::keys;
-use ksvc_webhook::rbac::ApiCall;
 use serde_json::Value;
 
 /// The API calls of every module that talks to the API server. The RBAC in `manifests/` must
@@ -547,7 +547,7 @@ fn the_sidecar_catalogue_is_mounted_and_parses() {
     let m = Rendered::base();
     let cm: ConfigMap = m.one("ConfigMap");
     let text = cm.data.as_ref().unwrap().get("sidecars.yaml").unwrap();
-    let catalogue = ksvc_webhook::sidecars::Catalogue::parse(text).unwrap();
+    let catalogue = ksvc_webhook::admission::sidecars::Catalogue::parse(text).unwrap();
     assert!(catalogue.is_empty(), "the base ships an empty catalogue");
     let deploy: Deployment = m.one("Deployment");
     let args = container(&deploy).args.unwrap_or_default();
@@ -611,7 +611,7 @@ fn the_cert_manager_overlay_turns_self_management_off() {
         .iter()
         .map(|v| v.as_str().unwrap().to_string())
         .collect();
-    let want: Vec<String> = ksvc_webhook::pki::service_sans(&svc_name, ns)
+    let want: Vec<String> = ksvc_webhook::certmgr::pki::service_sans(&svc_name, ns)
         .into_iter()
         .filter(|n| n.contains(svc_name.as_str()))
         .collect();

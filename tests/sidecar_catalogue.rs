@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
-use ksvc_webhook::sidecars::{Catalogue, CatalogueError, content_hash, load};
+use ksvc_webhook::admission::sidecars::{Catalogue, CatalogueError, content_hash, load};
 use serde_json::{Value, json};
 
 /// A valid template: one container mounting one emptyDir volume.

@@ -23,7 +23,7 @@ use super::files::{self, File};
 use super::plan::{self, Plan, Policy};
 use super::state::{self, SecretData};
 use super::{CertArgs, Error, FILE_CA_CRT, FILE_TLS_CRT, FILE_TLS_KEY, Result, issue};
-use crate::pki;
+use crate::certmgr::pki;
 use crate::report::error_chain;
 
 /// Writes planned per round before giving up on a Secret that keeps changing under us.

@@ -18,12 +18,12 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use super::app_print::{self, Output};
+use crate::cluster::call::{self, Backoff, Updated};
 use crate::config::{AppAction, AppArgs, AppTarget};
 use crate::keys;
 use crate::watch::controller::record_of;
 use crate::watch::edit::{AppUpdate, set_stopped};
 use crate::watch::hub::AppRecord;
-use crate::watch::kapi::{self, Backoff, Updated};
 use crate::watch::status::status_for;
 use crate::watch::view::{KService, Revision};
 use crate::watch::writes::knative;
@@ -75,14 +75,14 @@ pub async fn run_with_client(
     let (name, outcome) = match action {
         AppAction::Stop(t) => (
             t.name.clone(),
-            kapi::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
+            call::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
                 set_stopped(v, true)
             })
             .await?,
         ),
         AppAction::Start(t) => (
             t.name.clone(),
-            kapi::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
+            call::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
                 set_stopped(v, false)
             })
             .await?,
@@ -104,7 +104,7 @@ pub async fn run_with_client(
                 })
             };
             let outcome =
-                kapi::update_raw(&services, &u.target.name, TIMEOUT, &backoff, edit).await?;
+                call::update_raw(&services, &u.target.name, TIMEOUT, &backoff, edit).await?;
             if let Some(e) = invalid {
                 return Err(e).context(format!("cannot update {ns}/{}", u.target.name));
             }
@@ -134,10 +134,10 @@ async fn status(
     let revisions: Api<Revision> = Api::namespaced(client, ns);
     let selector = format!("{}={name}", keys::LABEL_KNATIVE_SERVICE);
     if !follow {
-        let ksvc = kapi::timed("get service", TIMEOUT, services.get_opt(name))
+        let ksvc = call::timed("get service", TIMEOUT, services.get_opt(name))
             .await?
             .with_context(|| format!("no KService {ns}/{name}; check the name and -n NAMESPACE"))?;
-        let revs = kapi::timed(
+        let revs = call::timed(
             "list revisions",
             TIMEOUT,
             revisions.list(&ListParams::default().labels(&selector)),

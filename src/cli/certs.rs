@@ -1,6 +1,6 @@
 //! `certs`: write a CA and a serving certificate for the webhook Service, print the caBundle.
 //!
-//! Thin: the certificates come from [`crate::pki`]; this only writes files (the key readable by
+//! Thin: the certificates come from [`crate::certmgr::pki`]; this only writes files (the key readable by
 //! its owner alone) and prints.
 
 use std::io::Write;
@@ -10,8 +10,8 @@ use anyhow::Context;
 use base64::Engine;
 use time::{Duration, OffsetDateTime};
 
+use crate::certmgr::pki;
 use crate::config::CertsArgs;
-use crate::pki;
 
 /// Generate `ca.crt`, `tls.crt` and `tls.key` into `args.out` and print the base64 caBundle.
 pub fn run(args: CertsArgs) -> anyhow::Result<()> {

@@ -7,11 +7,11 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use crate::admission::{self, Request};
+use crate::admission::{ksvc, mutate as edits, naming};
 use crate::config::{InputArgs, MutateArgs, NameArgs, OperationArg, ReviewArgs};
 use crate::docs::{self, Documents};
-use crate::edit::Editor;
-use crate::node::Node;
-use crate::{ksvc, mutate as edits, naming};
+use crate::json::Node;
+use crate::json::edit::Editor;
 
 /// Read a file, or standard input for `-`.
 fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
@@ -162,7 +162,9 @@ pub fn sha(args: &InputArgs) -> anyhow::Result<()> {
     let mut lines = String::new();
     for doc in &mut input.items {
         each_kservice(doc, &mut |obj| {
-            lines.push_str(&crate::spec_sha::json_sha(&edits::user_spec(obj)));
+            lines.push_str(&crate::admission::spec_sha::json_sha(&edits::user_spec(
+                obj,
+            )));
             lines.push('\n');
             Ok(())
         })?;

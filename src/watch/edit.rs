@@ -6,10 +6,10 @@
 
 use serde_json::{Map, Value};
 
-use crate::edit::Editor;
+use crate::admission::stop;
+use crate::json::Node;
+use crate::json::edit::Editor;
 use crate::keys;
-use crate::node::Node;
-use crate::stop;
 
 /// Edit a raw Service in place as admission stops it (label `networking.knative.dev/visibility:
 /// cluster-local`, template annotation `autoscaling.knative.dev/min-scale: "0"`, and the

@@ -11,13 +11,15 @@ pub mod controller;
 pub mod edit;
 pub mod http;
 pub mod hub;
-pub mod kapi;
-pub mod leader;
 pub mod metrics;
 pub mod plan;
 pub mod status;
 pub mod view;
 pub mod writes;
+
+// The loop's cluster plumbing now lives in `crate::cluster`; these names keep code written against
+// the old paths building while it is merged.
+pub use crate::cluster::{call as kapi, lease as leader};
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -28,8 +30,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::cluster::rbac::ApiCall;
 use crate::config::WatchArgs;
-use crate::rbac::ApiCall;
 use crate::report::error_chain;
 use controller::{LoopOptions, Shared};
 use hub::Hub;

@@ -33,7 +33,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::spec_sha::{canonical_json, json_sha};
+use crate::admission::spec_sha::{canonical_json, json_sha};
 
 pub use inject::{Injected, Plan, Status, converge, strip};
 pub use params::Params;
