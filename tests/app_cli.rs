@@ -8,8 +8,9 @@ use std::sync::atomic::Ordering;
 
 use axum::http::Method;
 use ksvc_webhook::cli::app::run_with_client;
+use ksvc_webhook::cli::app::{AppAction, AppStatusArgs, AppTarget, AppUpdateArgs};
 use ksvc_webhook::cli::app_print::Output;
-use ksvc_webhook::config::{AppAction, AppStatusArgs, AppTarget, AppUpdateArgs, WatchArgs};
+use ksvc_webhook::watch::args::WatchArgs;
 use serde_json::Value;
 use support::{FakeApi, ksvc, revision, wait_until};
 
@@ -267,9 +268,9 @@ fn watch_args(kubeconfig: std::path::PathBuf) -> WatchArgs {
         lease_namespace: None,
         lease_name: "ksvc-webhook-watch".into(),
         pod_name: Some("pod-1".into()),
-        lease_duration_seconds: 15,
-        api_timeout_seconds: 5,
-        resync_seconds: 300,
+        lease_duration: std::time::Duration::from_secs(15),
+        api_timeout: std::time::Duration::from_secs(5),
+        resync_interval: std::time::Duration::from_secs(300),
         watch_buffer: 16,
     }
 }

@@ -432,7 +432,7 @@ fn certificate_rbac_is_limited_to_its_own_objects_by_name() {
     );
     let svc: Service = m.one("Service");
     assert_eq!(value("KSVC_WEBHOOK_SERVICE_NAME"), svc.metadata.name);
-    let from_field = env(&c, "KSVC_WEBHOOK_NAMESPACE")
+    let from_field = env(&c, "KSVC_WEBHOOK_POD_NAMESPACE")
         .unwrap()
         .value_from
         .as_ref()
@@ -503,7 +503,7 @@ fn the_pod_is_hardened_and_drains_before_it_is_killed() {
     };
     assert_eq!(probe_path(&c.readiness_probe), "/readyz");
     assert_eq!(probe_path(&c.liveness_probe), "/healthz");
-    for name in ["POD_NAME", "POD_NAMESPACE"] {
+    for name in ["KSVC_WEBHOOK_POD_NAME", "KSVC_WEBHOOK_POD_NAMESPACE"] {
         assert!(
             env(&c, name)
                 .unwrap()

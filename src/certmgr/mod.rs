@@ -9,6 +9,7 @@
 //! Never decides anything in the shell: every rotation step is chosen by [`plan::plan`]. Never
 //! writes a Secret or the webhook configuration other than the two named in [`CertArgs`].
 
+pub mod args;
 pub mod files;
 pub mod issue;
 pub mod pki;
@@ -23,7 +24,7 @@ pub use shell::{Manager, Synced, start};
 pub use state::SecretData;
 
 use crate::cluster::rbac::ApiCall;
-pub use crate::config::CertArgs;
+pub use args::CertArgs;
 
 /// Every Kubernetes API call this module makes (see `manifests/rbac-certs.yaml`).
 pub const API_CALLS: &[ApiCall] = &[

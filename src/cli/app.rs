@@ -19,7 +19,8 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use super::app_print::{self, Output};
 use crate::cluster::call::{self, Backoff, Updated};
-use crate::config::{AppAction, AppArgs, AppTarget};
+use clap::{Args, Subcommand};
+
 use crate::keys;
 use crate::watch::controller::record_of;
 use crate::watch::edit::{AppUpdate, set_stopped};
@@ -201,4 +202,76 @@ fn print(
         Output::Yaml => write!(out, "---\n{}", serde_saphyr::to_string(record)?)?,
     }
     Ok(())
+}
+
+// The flags of `app`.
+
+/// Arguments of `app`.
+#[derive(Debug, Args)]
+pub struct AppArgs {
+    #[command(subcommand)]
+    pub action: AppAction,
+}
+
+/// What `app` does.
+#[derive(Debug, Subcommand)]
+pub enum AppAction {
+    /// Stop the app: set the label `flyte.org/app-stopped=true` (scale to zero, cluster-local).
+    Stop(AppTarget),
+    /// Start the app: remove the label `flyte.org/app-stopped`.
+    Start(AppTarget),
+    /// Print the app's status (phase, message, replicas, URL).
+    Status(AppStatusArgs),
+    /// Change only the given fields, in a retry-on-conflict read-modify-write.
+    Update(AppUpdateArgs),
+}
+
+/// Which app, in which cluster.
+#[derive(Debug, Clone, Args)]
+pub struct AppTarget {
+    /// The KService name.
+    pub name: String,
+    /// The KService namespace; default: the kubeconfig context's namespace.
+    #[arg(short = 'n', long, env = "KSVC_WEBHOOK_APP_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Kubeconfig file with the user's own credentials; default: `$KUBECONFIG`, then
+    /// `~/.kube/config`, then the in-cluster config.
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+}
+
+/// Arguments of `app status`.
+#[derive(Debug, Args)]
+pub struct AppStatusArgs {
+    #[command(flatten)]
+    pub target: AppTarget,
+    /// Keep printing the status whenever it changes.
+    #[arg(long, env = "KSVC_WEBHOOK_APP_WATCH")]
+    pub watch: bool,
+    /// Output format: `table` (a short line for people, the message under it when the app is
+    /// not ACTIVE), `json` (one `/apps` record per line) or `yaml`.
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        default_value_t,
+        env = "KSVC_WEBHOOK_APP_OUTPUT"
+    )]
+    pub output: crate::cli::app_print::Output,
+}
+
+/// Arguments of `app update`; an absent flag leaves its field unchanged.
+#[derive(Debug, Args)]
+pub struct AppUpdateArgs {
+    #[command(flatten)]
+    pub target: AppTarget,
+    /// New image of the serving container.
+    #[arg(long, env = "KSVC_WEBHOOK_APP_IMAGE")]
+    pub image: Option<String>,
+    /// New `autoscaling.knative.dev/min-scale`.
+    #[arg(long, env = "KSVC_WEBHOOK_APP_MIN_SCALE")]
+    pub min_scale: Option<u32>,
+    /// New `autoscaling.knative.dev/max-scale` (0 = unlimited).
+    #[arg(long, env = "KSVC_WEBHOOK_APP_MAX_SCALE")]
+    pub max_scale: Option<u32>,
 }
