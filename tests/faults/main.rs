@@ -7,6 +7,7 @@
 //! has its own fake API server, tests/support/fake_api.rs): [`certs`] (the certificate manager at
 //! start), [`lease`] (leader election), [`watch`] (the watch loop's lists, watches and writes).
 //! [`process`] kills a leader, deletes the certificate Secret and empties the caBundle;
+//! [`admission`] runs the server as `serve` wires it while the lists fail;
 //! [`startup`] runs the built binary against an API server that never lets it start. Times are
 //! real (sockets and TLS do not run on a paused clock); each row prints its measured recovery
 //! time, which docs/reliability.md reports.
@@ -15,6 +16,15 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+// The server harness of tests/server: a server on 127.0.0.1 with generated certificates and a
+// client that connects as kube-apiserver does.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../server/harness.rs"]
+mod harness;
+
+#[cfg(test)]
+mod admission;
 #[cfg(test)]
 mod certs;
 #[cfg(test)]
