@@ -185,6 +185,7 @@ async fn certificate_bootstrap_recovers_from_every_fault_of_every_call() {
     let rows = calls
         .iter()
         .flat_map(|(verb, resource)| Fault::ALL.map(|fault| row(verb, resource, fault)));
-    let outcomes = join_all(rows).await;
+    let outcomes = join_all(rows.map(tokio::spawn)).await;
+    let outcomes: Vec<_> = outcomes.into_iter().map(Result::unwrap).collect();
     report("certificates", &outcomes);
 }

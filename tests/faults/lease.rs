@@ -151,6 +151,7 @@ async fn leader_election_recovers_from_every_fault_of_every_lease_call() {
     let rows = ["get", "create", "update"]
         .iter()
         .flat_map(|verb| Fault::ALL.map(|fault| row(verb, fault)));
-    let outcomes = join_all(rows).await;
+    let outcomes = join_all(rows.map(tokio::spawn)).await;
+    let outcomes: Vec<_> = outcomes.into_iter().map(Result::unwrap).collect();
     report("lease", &outcomes);
 }

@@ -162,6 +162,7 @@ async fn a_deleted_certificate_secret_is_recreated_and_the_served_certificate_st
 
     fake.remove("secrets", NS, SECRET);
     let deleted = Instant::now();
+    assert!(fake.get("secrets", NS, SECRET).is_none());
     // The files stay: admission goes on with the certificate it has.
     for dir in &dirs {
         assert!(dir.path().join("tls.crt").exists());
