@@ -75,9 +75,12 @@ pub enum Error {
     Unapplicable(Plan),
     #[error("{what} kept changing while we wrote it; giving up for this round")]
     Contention { what: &'static str },
-    #[error("no usable certificates after {secs}s of retries")]
+    #[error("the start-up budget ran out while waiting for: {call}")]
+    Deadline { call: &'static str },
+    #[error("no usable certificates after {secs}s of retries (start-up budget {budget_secs}s)")]
     Bootstrap {
         secs: u64,
+        budget_secs: u64,
         #[source]
         source: Box<Error>,
     },

@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration as StdDuration;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
@@ -31,9 +32,11 @@ const MAX_STEPS: usize = 6;
 /// Attempts at the bundle patch when the configuration changes between read and write.
 const MAX_PATCH_ATTEMPTS: usize = 3;
 /// The timeout of one API call.
-const CALL_TIMEOUT: StdDuration = StdDuration::from_secs(10);
+pub const CALL_TIMEOUT: StdDuration = StdDuration::from_secs(10);
+/// The first pause after a failed attempt at start; it doubles after each failure.
+pub const FIRST_BACKOFF: StdDuration = StdDuration::from_secs(1);
 /// The longest pause between two attempts at start.
-const MAX_BACKOFF: StdDuration = StdDuration::from_secs(30);
+pub const MAX_BACKOFF: StdDuration = StdDuration::from_secs(30);
 
 /// What one [`Manager::sync`] round did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -58,6 +61,8 @@ pub struct Manager {
     policy: Policy,
     cert_dir: PathBuf,
     call_timeout: StdDuration,
+    /// The API call started last, named in the error when the start-up budget cuts it short.
+    last_call: Arc<Mutex<&'static str>>,
 }
 
 impl Manager {
@@ -74,6 +79,7 @@ impl Manager {
             policy: Policy::default(),
             cert_dir: cert_dir.into(),
             call_timeout: CALL_TIMEOUT,
+            last_call: Arc::new(Mutex::new("no call yet")),
         }
     }
 
@@ -260,6 +266,10 @@ impl Manager {
         call: &'static str,
         fut: impl Future<Output = kube::Result<T>>,
     ) -> Result<kube::Result<T>> {
+        *self
+            .last_call
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = call;
         tokio::time::timeout(self.call_timeout, fut)
             .await
             .map_err(|_| Error::Timeout {
@@ -268,32 +278,47 @@ impl Manager {
             })
     }
 
-    /// Retry [`Self::sync`] with backoff until it succeeds or `budget` runs out.
+    /// Retry [`Self::sync`] with backoff until it succeeds or `budget` runs out. The budget bounds
+    /// the whole start, a slow attempt included: it never waits longer than `budget`.
     async fn bootstrap(&self, leader: &watch::Receiver<bool>, budget: StdDuration) -> Result<()> {
-        let deadline = tokio::time::Instant::now() + budget;
-        let mut backoff = StdDuration::from_secs(1);
+        let started = tokio::time::Instant::now();
+        let deadline = started + budget;
+        let mut backoff = FIRST_BACKOFF;
         loop {
             // Read into a local: a `watch::Ref` in the scrutinee would hold the channel's read
             // lock through the calls and the sleep below, and the elector's next send would block
             // its thread on the write lock for good.
             let is_leader = *leader.borrow();
-            match self.sync(OffsetDateTime::now_utc(), is_leader).await {
-                Ok(synced) => {
+            let attempt =
+                tokio::time::timeout_at(deadline, self.sync(OffsetDateTime::now_utc(), is_leader));
+            let error = match attempt.await {
+                Ok(Ok(synced)) => {
                     info!(steps = ?synced.steps, dir = %self.cert_dir.display(), "certificates ready");
                     return Ok(());
                 }
-                Err(e) if tokio::time::Instant::now() + backoff < deadline => {
-                    warn!(error = %error_chain(&e), retry_in = ?backoff, "certificates not ready yet");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                }
-                Err(e) => {
-                    return Err(Error::Bootstrap {
-                        secs: budget.as_secs(),
-                        source: Box::new(e),
-                    });
-                }
+                Ok(Err(e)) => e,
+                Err(_) => Error::Deadline {
+                    call: *self
+                        .last_call
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner),
+                },
+            };
+            let now = tokio::time::Instant::now();
+            // Give up when the next attempt would start past the budget.
+            if now + backoff >= deadline {
+                return Err(Error::Bootstrap {
+                    secs: now.duration_since(started).as_secs(),
+                    budget_secs: budget.as_secs(),
+                    source: Box::new(error),
+                });
             }
+            // One line per attempt: what failed (the call is in the error), when the next try
+            // is, and how long before the start gives up.
+            warn!(error = %error_chain(&error), retry_in = ?backoff, gives_up_in = ?deadline.duration_since(now), leader = is_leader,
+                "certificates not ready yet; retrying the certificate sync");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
@@ -313,7 +338,7 @@ impl Manager {
                     info!(steps = ?s.steps, files_changed = s.files_changed, bundle_published = s.bundle_published, leader = is_leader, "certificates synced")
                 }
                 Err(e) => {
-                    warn!(error = %error_chain(&e), leader = is_leader, "certificate sync failed; retrying next round")
+                    warn!(error = %error_chain(&e), leader = is_leader, retry_in = ?period, "certificate sync failed; retrying next round")
                 }
             }
         }

@@ -103,8 +103,14 @@ where
     for n in 0..backoff.attempts.max(1) {
         match attempt().await {
             Err(Error::Api { source, .. }) if status_code(&source) == Some(409) => {
-                tracing::debug!(what, attempt = n, "conflict; retrying with a fresh read");
-                tokio::time::sleep(backoff.delay(n)).await;
+                let retry_in = backoff.delay(n);
+                tracing::info!(
+                    what,
+                    attempt = n,
+                    ?retry_in,
+                    "conflict; retrying with a fresh read"
+                );
+                tokio::time::sleep(retry_in).await;
             }
             other => return other,
         }
@@ -142,8 +148,14 @@ where
     for n in 0..backoff.attempts.max(1) {
         match update_once(api, name, &what, timeout, &mut edit).await {
             Err(Error::Api { source, .. }) if status_code(&source) == Some(409) => {
-                tracing::debug!(what, attempt = n, "conflict; retrying with a fresh read");
-                tokio::time::sleep(backoff.delay(n)).await;
+                let retry_in = backoff.delay(n);
+                tracing::info!(
+                    what,
+                    attempt = n,
+                    ?retry_in,
+                    "conflict; retrying with a fresh read"
+                );
+                tokio::time::sleep(retry_in).await;
             }
             other => return other,
         }

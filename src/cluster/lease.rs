@@ -143,7 +143,8 @@ pub async fn run_elector(
             Ok(leading) => leading,
             Err(error) => {
                 metrics.error("lease");
-                tracing::warn!(error = %error_chain(&error), "lease round failed; not leading until it succeeds");
+                // One line per round: the next round is the retry, `retry_every` away.
+                tracing::warn!(error = %error_chain(&error), retry_in = ?opts.retry_every, "lease round failed; not leading until it succeeds");
                 false
             }
         };

@@ -177,7 +177,8 @@ fn generated_identity() -> String {
     format!("ksvc-webhook-{}-{nanos:x}", std::process::id())
 }
 
-/// Connect and probe the API server; log the first failure, then keep retrying quietly.
+/// Connect and probe the API server, retrying with backoff; every failed attempt logs one line
+/// (a warning the first time, then at info) saying when the next attempt is.
 async fn connect_with_backoff(args: &WatchArgs, timeout: Duration, metrics: &Metrics) -> Client {
     let backoff = Backoff {
         min: Duration::from_secs(1),
@@ -194,12 +195,13 @@ async fn connect_with_backoff(args: &WatchArgs, timeout: Duration, metrics: &Met
             }
             Err(error) => {
                 metrics.error("connect");
+                let retry_in = backoff.delay(attempt);
                 if attempt == 0 {
-                    tracing::warn!(error = %error, "no cluster reachable; the watch loop keeps retrying, admission is unaffected");
+                    tracing::warn!(error = %error, ?retry_in, "no cluster reachable; the watch loop keeps retrying, admission is unaffected");
                 } else {
-                    tracing::debug!(error = %error, attempt, "still no cluster");
+                    tracing::info!(error = %error, attempt, ?retry_in, "still no cluster; the watch loop waits for the API server");
                 }
-                tokio::time::sleep(backoff.delay(attempt)).await;
+                tokio::time::sleep(retry_in).await;
                 attempt = attempt.saturating_add(1);
             }
         }

@@ -94,6 +94,10 @@ pub(super) async fn handle(
         query: query.clone(),
         body: body.clone(),
     });
+    let (ns, name) = (path.namespace.as_deref(), path.name.as_deref());
+    if let Some(fault) = fake.take_fault(&method, &path.resource, ns, name, &query) {
+        return fault.answer().await;
+    }
     {
         let mut inner = fake.inner.lock().unwrap();
         if let Some(n) = inner
@@ -128,6 +132,7 @@ pub(super) async fn handle(
         },
         (Method::POST, None) => create(&fake, &path, body),
         (Method::PUT, Some(name)) => replace(&fake, &path, &name, body),
+        (Method::PATCH, Some(name)) => json_patch(&fake, &path, &name, body),
         (Method::DELETE, Some(name)) => delete(&fake, &path, &name, &body),
         _ => status(405, "MethodNotAllowed", "not implemented by the fake"),
     }
@@ -337,4 +342,21 @@ fn delete(fake: &FakeApi, path: &Path, name: &str, options: &Value) -> Response 
     }
     let gone = fake.commit(&mut inner, key, "DELETED", stored);
     axum::Json(gone).into_response()
+}
+
+/// A JSON Patch (RFC 6902); a failed `test` operation is the API server's 422.
+fn json_patch(fake: &FakeApi, path: &Path, name: &str, patch: Value) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    let (key, mut object) = match stored(&inner.objects, path, name) {
+        Ok(found) => found,
+        Err(not_found) => return *not_found,
+    };
+    let applied = serde_json::from_value::<json_patch::Patch>(patch)
+        .map_err(|e| e.to_string())
+        .and_then(|p| json_patch::patch(&mut object, &p).map_err(|e| e.to_string()));
+    if let Err(why) = applied {
+        return status(422, "Invalid", &format!("the patch does not apply: {why}"));
+    }
+    let stored = fake.commit(&mut inner, key, "MODIFIED", object);
+    axum::Json(stored).into_response()
 }

@@ -1,0 +1,87 @@
+//! The server as `serve` wires it (real `watch::spawn`, kubeconfig at the fake) while every list
+//! the watch loop makes fails: admission answers all along, `/readyz` says what it waits for
+//! until the cache has synced, then says ready.
+
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use ksvc_webhook::config::WatchArgs;
+
+use crate::common::{SLACK, since_fault};
+use crate::harness;
+use crate::startup::kubeconfig;
+use crate::support::FakeApi;
+use crate::support::fake_api::Fault;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_answers_and_readyz_tells_the_truth_while_the_lists_fail() {
+    let fake = FakeApi::start().await;
+    // Three failures each: 0.8 s, 1.6 s and 3.2 s of backoff (and as much again of jitter).
+    for resource in ["services", "revisions"] {
+        fake.inject("list", resource, None, Fault::Status(500), 3);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let args = WatchArgs {
+        no_watch: false,
+        kubeconfig: Some(kubeconfig(&fake, dir.path())),
+        watch_namespace: None,
+        lease_namespace: Some("system".into()),
+        lease_name: "ksvc-webhook-watch".into(),
+        pod_name: Some("replica-a".into()),
+        lease_duration_seconds: 15,
+        api_timeout_seconds: 3,
+        resync_seconds: 300,
+        watch_buffer: 16,
+    };
+    let mut watch = None;
+    let server = harness::start(
+        |_| {},
+        |server| {
+            let handle = ksvc_webhook::watch::spawn(&args);
+            server.merge_routes(handle.router());
+            server
+                .readiness()
+                .register("watch-cache-synced", handle.synced.clone());
+            watch = Some(handle);
+        },
+    )
+    .await;
+    let mut conn = harness::h1(&server).await;
+
+    let (status, text) = conn.get("/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert_eq!(text, "waiting for: watch-cache-synced\n");
+    let body = harness::review("uid-during-faults", 0);
+    let (status, answer) = conn.review(body.clone()).await.unwrap();
+    harness::assert_answer("uid-during-faults", &body, status, &answer);
+    assert!(
+        fake.faults_left() > 0,
+        "answered while the lists were failing"
+    );
+
+    let limit = Instant::now() + Duration::from_secs(30);
+    let ready = loop {
+        let (status, _) = conn.get("/readyz").await;
+        if status == StatusCode::OK {
+            break Instant::now();
+        }
+        assert!(Instant::now() < limit, "never ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(fake.faults_left(), 0, "ready only once the lists succeeded");
+    let took = since_fault(&fake, ready);
+    // The third backoff step, jitter included.
+    let bound = Duration::from_millis(3200 * 2);
+    println!(
+        "admission: lists failing | ready after {:.2}s | bound {:.1}s",
+        took.as_secs_f64(),
+        bound.as_secs_f64()
+    );
+    assert!(took <= bound + SLACK, "{took:?}");
+    let body = harness::review("uid-after-faults", 0);
+    let (status, answer) = conn.review(body.clone()).await.unwrap();
+    harness::assert_answer("uid-after-faults", &body, status, &answer);
+    if let Some(mut watch) = watch {
+        watch.shutdown().await;
+    }
+}

@@ -1,0 +1,335 @@
+//! The watch loop with every call it makes failing first: the KService and Revision lists and
+//! watches, the KService update (the stop edits), the Revision delete and the Event create.
+//!
+//! Bounds: a list or watch is retried by kube-runtime's backoff (0.8 s doubling to 30 s, plus up
+//! to as much again of jitter); a list or watch that never answers ends at the client's read
+//! timeout (production: 90 s; 3 s here). A failed write is retried by the loop's own backoff
+//! (`Backoff::default()`: 100 ms doubling to 5 s); a conflict re-reads at once and retries with
+//! the same backoff. An Event is best effort: a failed one is logged and not retried.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use ksvc_webhook::watch::controller::{self, LoopOptions, Shared};
+use ksvc_webhook::watch::hub::{AppKey, Hub};
+use ksvc_webhook::watch::kapi::Backoff;
+use ksvc_webhook::watch::metrics::Metrics;
+use tokio::sync::watch;
+use tracing::instrument::WithSubscriber;
+
+use crate::common::{Logs, Outcome, report, since_fault, until};
+use crate::support::fake_api::Fault;
+use crate::support::{FakeApi, ksvc, revision};
+
+const TIMES: u32 = 2;
+/// The client's read timeout in rows where a list or watch never answers.
+const READ_TIMEOUT: Duration = Duration::from_secs(3);
+/// The API timeout of every other call.
+pub const API_TIMEOUT: Duration = Duration::from_secs(3);
+/// The n-th (1-based) step of kube-runtime's watcher backoff, jitter included.
+fn watcher_step(n: u32) -> Duration {
+    Duration::from_millis(800) * 2u32.pow(n - 1) * 2
+}
+
+/// One replica's loop, logging into `logs`.
+pub struct Loop {
+    pub hub: Arc<Hub>,
+    pub synced: Arc<AtomicBool>,
+    synced_at: Arc<Mutex<Option<Instant>>>,
+    pub task: tokio::task::JoinHandle<()>,
+    probe: tokio::task::JoinHandle<()>,
+}
+
+impl Loop {
+    pub fn spawn(
+        client: kube::Client,
+        identity: &str,
+        leader: watch::Receiver<bool>,
+        logs: &Logs,
+        resync: Duration,
+    ) -> Self {
+        let hub = Hub::new();
+        let synced = Arc::new(AtomicBool::new(false));
+        let shared = Shared {
+            hub: hub.clone(),
+            synced: synced.clone(),
+            leader,
+            metrics: Metrics::default(),
+        };
+        let opts = LoopOptions {
+            namespace: None,
+            api_timeout: API_TIMEOUT,
+            backoff: Backoff::default(),
+            resync_every: resync,
+            identity: identity.to_owned(),
+        };
+        let run = controller::run(client, opts, shared).with_subscriber(logs.dispatch());
+        let task = tokio::spawn(run);
+        // Readiness as a probe sees it: when the flag first turned true.
+        let synced_at = Arc::new(Mutex::new(None));
+        let (flag, at) = (synced.clone(), synced_at.clone());
+        let probe = tokio::spawn(async move {
+            while !flag.load(Ordering::Acquire) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            *at.lock().unwrap() = Some(Instant::now());
+        });
+        Self {
+            hub,
+            synced,
+            synced_at,
+            task,
+            probe,
+        }
+    }
+
+    /// When the loop first reported ready.
+    pub fn synced_at(&self) -> Option<Instant> {
+        *self.synced_at.lock().unwrap()
+    }
+
+    pub fn app(&self, name: &str) -> bool {
+        self.hub
+            .get(&AppKey {
+                namespace: "apps".into(),
+                name: name.into(),
+            })
+            .is_some()
+    }
+
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.probe.abort();
+    }
+}
+
+/// A client of the fake with a read timeout, as `serve` configures its own.
+pub fn client(fake: &FakeApi, read_timeout: Option<Duration>) -> kube::Client {
+    let mut config = kube::Config::new(format!("http://{}", fake.addr).parse().unwrap());
+    config.read_timeout = read_timeout;
+    kube::Client::try_from(config).unwrap()
+}
+
+/// A stop in progress whose traffic has moved: the leader deletes app-00001 and records Events.
+pub fn stop_ready_for_teardown(fake: &FakeApi) {
+    fake.put(
+        "services",
+        ksvc("app", true, true, 2, &["app-00002"], "app-00002"),
+    );
+    fake.put("revisions", revision("app", "app-00001", 2, false));
+    fake.put("revisions", revision("app", "app-00002", 0, false));
+}
+
+fn event_reasons(fake: &FakeApi) -> Vec<String> {
+    let reasons = fake.all("events").into_iter();
+    reasons
+        .map(|e| e["reason"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The row's retry line, and whether the fault fails the step that made the call.
+fn expectation(verb: &str, fault: Fault) -> (&'static [&'static str], bool) {
+    let failing = match (verb, fault) {
+        (_, Fault::Throttled) => false,
+        // A conflict is re-read and retried inside the write (update), or means the object
+        // changed and its watch event plans again (delete).
+        ("update" | "delete", Fault::Status(409)) => false,
+        // The API's word that the object is gone: nothing to retry until the next resync.
+        ("delete", Fault::Status(404)) => false,
+        _ => true,
+    };
+    let line: &[&str] = match verb {
+        "create" => &["event not recorded"],
+        "update" | "delete" => &["reconcile failed; retrying", "delay"],
+        _ => &["watch failed; resuming with backoff"],
+    };
+    (line, failing)
+}
+
+async fn row(verb: &'static str, resource: &'static str, fault: Fault) -> Outcome {
+    let fake = FakeApi::start().await;
+    let logs = Logs::default();
+    let call = format!("{resource} {verb}");
+    let writes = matches!(verb, "update" | "delete" | "create");
+    match verb {
+        "update" => fake.put(
+            "services",
+            ksvc("app", true, false, 1, &["app-00001"], "app-00001"),
+        ),
+        "delete" | "create" => stop_ready_for_teardown(&fake),
+        _ => {
+            fake.put(
+                "services",
+                ksvc("first", false, false, 1, &["first-00001"], "first-00001"),
+            );
+            fake.put("revisions", revision("first", "first-00001", 1, false));
+        }
+    }
+    // Events are best effort: one lost, the next one must get through.
+    let times = match (verb, fault) {
+        ("create", _) | (_, Fault::Hang) => 1,
+        _ => TIMES,
+    };
+    fake.inject(verb, resource, None, fault, times);
+    let read_timeout = (fault == Fault::Hang).then_some(READ_TIMEOUT);
+    let resync = match (verb, fault) {
+        ("delete", Fault::Status(404)) => Duration::from_secs(2),
+        _ => Duration::from_secs(3600),
+    };
+    let leader = watch::channel(writes).1;
+    let replica = Loop::spawn(client(&fake, read_timeout), "me", leader, &logs, resync);
+    let limit = Duration::from_secs(30);
+    until(
+        &format!("{call} × {fault:?}: the fault is served"),
+        limit,
+        || fake.faults_left() == 0,
+    )
+    .await;
+    let stopped = fake.last_fault_at().unwrap();
+    let recovered = match verb {
+        "list" => {
+            until(
+                &format!("{call} × {fault:?}: the cache synced"),
+                limit,
+                || replica.synced_at().is_some(),
+            )
+            .await;
+            let synced_at = replica.synced_at().unwrap();
+            assert!(
+                synced_at > stopped,
+                "{call} × {fault:?}: not ready before the lists succeed"
+            );
+            synced_at
+        }
+        "watch" => {
+            // The first `times` watches were the faulted ones.
+            let rewatched = until(
+                &format!("{call} × {fault:?}: the watch is open again"),
+                limit,
+                || watches(&fake, resource) > times as usize,
+            )
+            .await;
+            if resource == "services" {
+                fake.put("services", ksvc("late", false, false, 1, &[], ""));
+                until(
+                    &format!("{call} × {fault:?}: the late app is served"),
+                    limit,
+                    || replica.app("late"),
+                )
+                .await;
+            }
+            rewatched
+        }
+        "update" => {
+            until(
+                &format!("{call} × {fault:?}: the stop edits are applied"),
+                limit,
+                || {
+                    fake.get("services", "apps", "app").is_some_and(|s| {
+                        s["metadata"]["labels"]["networking.knative.dev/visibility"]
+                            == "cluster-local"
+                    })
+                },
+            )
+            .await
+        }
+        "delete" => {
+            until(
+                &format!("{call} × {fault:?}: app-00001 is deleted"),
+                limit,
+                || fake.get("revisions", "apps", "app-00001").is_none(),
+            )
+            .await
+        }
+        _ => {
+            until(
+                &format!("{call} × {fault:?}: a later event is recorded"),
+                limit,
+                || event_reasons(&fake).contains(&"AppStopped".to_owned()),
+            )
+            .await
+        }
+    };
+    if writes {
+        // Ready once the first round of reconciles (writes included) is done.
+        until(
+            &format!("{call} × {fault:?}: the loop is ready"),
+            limit,
+            || replica.synced(),
+        )
+        .await;
+        let served = (replica.synced(), replica.app("app"));
+        assert_eq!(
+            served,
+            (true, true),
+            "{call} × {fault:?}: status is still served\n{}",
+            logs.text()
+        );
+    }
+    let (line, failing) = expectation(verb, fault);
+    let mut needles = line.to_vec();
+    let field = format!("resource=\"{resource}\"");
+    if !writes {
+        needles.push(&field);
+    }
+    let warns = logs.warns(&needles).len();
+    let expected = if failing { times as usize } else { 0 };
+    match fault {
+        // An idle healthy watch also ends at this short read timeout and is logged too.
+        Fault::Hang if !writes => assert!(warns >= expected, "{call} × {fault:?}\n{}", logs.text()),
+        _ => assert_eq!(warns, expected, "{call} × {fault:?}\n{}", logs.text()),
+    }
+    let steps = Backoff::default();
+    let bound = match (verb, fault, failing) {
+        (_, Fault::Throttled, _) => Duration::from_secs(1),
+        ("list" | "watch", Fault::Hang, _) => READ_TIMEOUT + watcher_step(1),
+        ("list" | "watch", _, _) => watcher_step(times),
+        ("delete", Fault::Status(404), _) => resync,
+        (_, Fault::Hang, _) => API_TIMEOUT + steps.delay(0),
+        ("create", _, _) => Duration::ZERO,
+        (_, _, _) => steps.delay(times - 1),
+    };
+    Outcome {
+        call,
+        fault,
+        recovered_in: since_fault(&fake, recovered),
+        bound,
+        warns,
+    }
+}
+
+/// Watch requests made on `resource`.
+fn watches(fake: &FakeApi, resource: &str) -> usize {
+    let requests = fake.requests();
+    requests
+        .iter()
+        .filter(|r| r.resource == resource && r.query.contains_key("watch"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_loop_recovers_from_every_fault_of_every_call() {
+    let calls = [
+        ("list", "services"),
+        ("watch", "services"),
+        ("list", "revisions"),
+        ("watch", "revisions"),
+        ("update", "services"),
+        ("delete", "revisions"),
+        ("create", "events"),
+    ];
+    let rows = calls
+        .iter()
+        .flat_map(|(verb, resource)| Fault::ALL.map(|fault| row(verb, resource, fault)));
+    let outcomes = join_all(rows.map(tokio::spawn)).await;
+    let outcomes: Vec<_> = outcomes.into_iter().map(Result::unwrap).collect();
+    report("watch loop", &outcomes);
+}
