@@ -71,6 +71,13 @@ pub struct PolicyArgs {
     /// list (see examples/sidecars.yaml). Without it no sidecar is injected.
     #[arg(long, env = "KSVC_WEBHOOK_SIDECARS", value_name = "FILE")]
     pub sidecars: Option<PathBuf>,
+    // -- fronting sidecars (issue 14) --
+    /// The cluster sets Knative's config-features `multi-container-probing: "enabled"`: a
+    /// KService whose own container has probes may then be fronted by a sidecar (its probes
+    /// stay on its container, naming its port). Off, such a KService is refused, as Knative
+    /// would refuse the probes on a container without the serving port.
+    #[arg(long, env = "KSVC_WEBHOOK_MULTI_CONTAINER_PROBING")]
+    pub multi_container_probing: bool,
 }
 
 /// Settings that cannot be used.
@@ -96,6 +103,9 @@ impl PolicyArgs {
                 allow_zero_initial_scale: self.allow_zero_initial_scale,
             },
             sidecars: Arc::new(catalogue),
+            knative: sidecars::Knative {
+                multi_container_probing: self.multi_container_probing,
+            },
         })
     }
 }

@@ -38,9 +38,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let policy = args
-        .policy
-        .policy()
+    let policy = crate::server::catalogue::startup_policy(&args.policy)
         .context("invalid admission policy flags")?;
     runtime.block_on(serve(args, policy))
 }

@@ -2,8 +2,10 @@
 //!
 //! Kubernetes updates a mounted ConfigMap by swapping a `..data` symlink, so the file is read
 //! again on every tick (through the link) rather than watched with inotify. A catalogue that does
-//! not load is reported and counted; the previous one keeps serving. I/O only: parsing and every
-//! rule are [`crate::sidecars`]'.
+//! not load is reported and counted; the previous one keeps serving. A catalogue that does not
+//! load at start-up does not stop the server ([`startup_policy`]): admission fails closed for
+//! every KService that may get a sidecar (one may be an auth proxy that fronts the app) until a
+//! check loads the file. I/O only: parsing and every rule are [`crate::sidecars`]'.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,7 +18,44 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use crate::admission::Policy;
+use crate::config::{PolicyArgs, PolicyError};
 use crate::sidecars::{self, Catalogue};
+
+/// The policy `serve` starts with. A sidecar catalogue that cannot be loaded is logged and
+/// stands in as [`Catalogue::unavailable`] rather than stopping the server: a crash-looping
+/// webhook would refuse every KService write without a word, while this one refuses, with the
+/// reason, only those that do not opt out of sidecars, and recovers when the file is fixed.
+pub fn startup_policy(args: &PolicyArgs) -> Result<Policy, PolicyError> {
+    match args.policy() {
+        Err(PolicyError::Sidecars(err)) => {
+            let reason = error_chain(&err);
+            tracing::warn!(
+                error = %reason,
+                "sidecar catalogue cannot be loaded; KServices that do not opt out of sidecars \
+                 are refused until it can"
+            );
+            let without = PolicyArgs {
+                sidecars: None,
+                ..args.clone()
+            };
+            let mut policy = without.policy()?;
+            policy.sidecars = Arc::new(Catalogue::unavailable(reason));
+            Ok(policy)
+        }
+        other => other,
+    }
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
@@ -112,6 +151,16 @@ impl CatalogueReloader {
                 Checked::Unchanged => {}
                 Checked::Reloaded { templates } => {
                     tracing::info!(path = %self.path.display(), templates, "sidecar catalogue reloaded");
+                }
+                Checked::Rejected(reason)
+                    if self.policy.load().sidecars.unavailable_reason().is_some() =>
+                {
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        error = %reason,
+                        "sidecar catalogue still cannot be loaded; KServices that do not opt out \
+                         of sidecars are refused until it can"
+                    )
                 }
                 Checked::Rejected(reason) => tracing::warn!(
                     path = %self.path.display(),
