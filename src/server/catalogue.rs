@@ -175,6 +175,7 @@ impl CatalogueReloader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser as _;
 
     const ONE: &str =
         "templates:\n  agent:\n    containers:\n      - name: agent\n        image: agent:1\n";
@@ -219,5 +220,38 @@ mod tests {
             text.contains("ksvc_webhook_sidecar_catalogue_reloads_total{result=\"error\"} 1"),
             "{text}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_catalogue_that_cannot_be_loaded_at_start_fails_closed_until_it_can() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sidecars.yaml");
+        std::fs::write(&path, "templates: [not, a, map]").unwrap();
+        let cli = crate::config::Cli::parse_from([
+            "ksvc-webhook",
+            "mutate",
+            "-f",
+            "-",
+            "--sidecars",
+            path.to_str().unwrap(),
+        ]);
+        let crate::config::Command::Mutate(args) = cli.command else {
+            panic!("not mutate");
+        };
+        assert!(args.policy.policy().is_err(), "offline commands still fail");
+        let policy = startup_policy(&args.policy).unwrap();
+        let reason = policy.sidecars.unavailable_reason().unwrap().to_string();
+        assert!(
+            reason.contains("does not have the expected shape"),
+            "{reason}"
+        );
+        let policy = Arc::new(ArcSwap::from_pointee(policy));
+        let mut registry = Registry::default();
+        let mut reloader = CatalogueReloader::new(path.clone(), policy.clone(), &mut registry);
+        assert!(matches!(reloader.check().await, Checked::Rejected(_)));
+        assert!(policy.load().sidecars.unavailable_reason().is_some());
+        std::fs::write(&path, ONE).unwrap();
+        assert_eq!(reloader.check().await, Checked::Reloaded { templates: 1 });
+        assert_eq!(policy.load().sidecars.unavailable_reason(), None);
     }
 }

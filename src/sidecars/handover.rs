@@ -78,9 +78,19 @@ pub struct ProbePort {
     pub probe: String,
     /// `httpGet` or `tcpSocket`.
     pub handler: String,
-    /// The port as written; absent when it was unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The port as written (`null` too); absent when it was unset.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub port: Option<Value>,
+}
+
+/// A member that is present is `Some`, even when it is `null` (serde's `Option` would say
+/// `None`), so a `port: null` is given back as written.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 impl Handover {
@@ -358,8 +368,8 @@ fn probe_edits(view: &UserView) -> Vec<ProbePort> {
             let Some(h) = probe.get(handler).filter(|h| h.is_object()) else {
                 continue;
             };
-            let port = h.get("port").filter(|p| !p.is_null());
-            let implied = match port {
+            let written = h.get("port");
+            let implied = match written.filter(|p| !p.is_null()) {
                 None => true,
                 Some(Value::Number(n)) => n.as_i64() == Some(0),
                 Some(Value::String(s)) => s.is_empty() || s == port_name,
@@ -369,7 +379,7 @@ fn probe_edits(view: &UserView) -> Vec<ProbePort> {
                 edits.push(ProbePort {
                     probe: (*field).to_string(),
                     handler: handler.to_string(),
-                    port: port.cloned(),
+                    port: written.cloned(),
                 });
             }
         }

@@ -49,8 +49,11 @@ pub fn plan<'c>(
         ));
         Status::default()
     });
-    if let Some(reason) = catalogue.unavailable_reason() {
-        unavailable(doc, reason, &mut out);
+    if let Some(reason) = catalogue.unavailable_reason()
+        && let Some(refused) = unavailable(doc, reason)
+    {
+        out.push(refused);
+        return Err(out);
     }
     let selected = select(doc, catalogue, &mut out);
     clashes(doc, catalogue, &selected, &previous, &mut out);
@@ -74,7 +77,7 @@ pub fn plan<'c>(
 
 /// Fail closed without a catalogue: only a KService that opts out of every sidecar passes (its
 /// injected ones, and a handover, are then taken back as recorded).
-fn unavailable(doc: &Node, reason: &str, out: &mut Vec<Violation>) {
+fn unavailable(doc: &Node, reason: &str) -> Option<Violation> {
     let requested = ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_SIDECAR_INJECT);
     let only_none = requested.is_some_and(|r| {
         r.split(',')
@@ -83,8 +86,8 @@ fn unavailable(doc: &Node, reason: &str, out: &mut Vec<Violation>) {
             .all(|t| t.eq_ignore_ascii_case(keys::SIDECAR_INJECT_NONE))
             && !r.trim().is_empty()
     });
-    if !only_none {
-        out.push(violation(
+    (!only_none).then(|| {
+        violation(
             "sidecar-catalogue",
             inject_path(),
             format!(
@@ -98,8 +101,8 @@ fn unavailable(doc: &Node, reason: &str, out: &mut Vec<Violation>) {
                  and recovers by itself), or opt out of sidecars with {}: \"none\"",
                 keys::ANNOTATION_SIDECAR_INJECT
             ),
-        ));
-    }
+        )
+    })
 }
 
 /// The one fronting template among `selected`; two or more are a violation naming them all.
