@@ -66,6 +66,7 @@ pub fn options(args: &ServeArgs) -> server::Options {
 }
 
 async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
+    watch::auth::announce(&args.status_api);
     let options = options(&args);
     let mut server = Server::new(options.clone(), policy);
     let reload_catalogue = args.policy.sidecars.clone().map(|path| {
@@ -75,7 +76,7 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     // The watch loop never holds admission up: it connects (and retries) in the background.
     let mut watch = watch::spawn(&args.watch);
     if !args.watch.no_watch {
-        server.merge_routes(watch.router());
+        server.merge_routes(watch.router(&args.watch, &args.status_api));
         server
             .readiness()
             .register("watch-cache-synced", watch.synced.clone());

@@ -6,6 +6,8 @@
 //! API writes ([`writes`]). [`spawn`] returns at once: admission never waits on this module, and
 //! with no cluster reachable the loop logs once and keeps retrying with backoff.
 
+pub mod access;
+pub mod auth;
 pub mod cache;
 pub mod controller;
 pub mod edit;
@@ -28,7 +30,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::WatchArgs;
+use crate::config::{StatusApiArgs, WatchArgs};
 use crate::rbac::ApiCall;
 use crate::report::error_chain;
 use controller::{LoopOptions, Shared};
@@ -64,6 +66,8 @@ pub struct WatchHandle {
     pub metrics: Metrics,
     /// Per-subscriber queue length of `/apps/watch`.
     pub watch_buffer: usize,
+    /// The status API's metrics (reviews, watch streams).
+    pub status_metrics: auth::StatusMetrics,
     /// The loop's task; `None` with `--no-watch`.
     pub task: Option<JoinHandle<()>>,
     stop: watch::Sender<bool>,
@@ -71,9 +75,26 @@ pub struct WatchHandle {
 }
 
 impl WatchHandle {
-    /// The status routes (`/apps`, `/apps/{namespace}/{name}`, `/apps/watch`).
-    pub fn router(&self) -> axum::Router {
-        http::router_with_buffer(self.hub.clone(), self.synced.clone(), self.watch_buffer)
+    /// The status routes (`/apps`, `/apps/{namespace}/{name}`, `/apps/watch`), guarded and
+    /// limited as `status` says; reviews go to the cluster `args` names.
+    pub fn router(&self, args: &WatchArgs, status: &StatusApiArgs) -> axum::Router {
+        let reviewer = status.status_auth.then(|| {
+            let source = auth::ClientSource::Connect(Box::new(args.clone()));
+            let settings = auth::Settings::from_args(status);
+            Arc::new(auth::Reviewer::new(
+                source,
+                settings,
+                self.status_metrics.clone(),
+            ))
+        });
+        let options = http::Options {
+            buffer: self.watch_buffer,
+            reviewer,
+            max_streams: status.max_watch_streams,
+            max_streams_per_caller: status.max_watch_streams_per_caller,
+            metrics: self.status_metrics.clone(),
+        };
+        http::router(self.hub.clone(), self.synced.clone(), options)
     }
 
     /// Stop the loop: drop leadership, release the Lease, end the tasks (bounded by the API timeout
@@ -88,6 +109,7 @@ impl WatchHandle {
     /// Register the loop's metrics.
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         self.metrics.register(registry);
+        self.status_metrics.register(registry);
     }
 }
 
@@ -101,6 +123,7 @@ pub fn spawn(args: &WatchArgs) -> WatchHandle {
         leader: rx,
         metrics: Metrics::default(),
         watch_buffer: args.watch_buffer,
+        status_metrics: auth::StatusMetrics::default(),
         task: None,
         stop,
         shutdown_grace: Duration::from_secs(args.api_timeout_seconds.max(1) + 1),
