@@ -411,6 +411,10 @@ pub struct StatusApiArgs {
         default_value_t = 16
     )]
     pub max_watch_streams_per_caller: usize,
+    /// Require a bearer token on /metrics too, allowed `get` on the non-resource URL /metrics
+    /// (Prometheus then scrapes with its ServiceAccount token).
+    #[arg(long, env = "KSVC_WEBHOOK_METRICS_AUTH")]
+    pub metrics_auth: bool,
 }
 
 /// Arguments of `app`.

@@ -82,6 +82,10 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
             .register("watch-cache-synced", watch.synced.clone());
         watch.register_metrics(server.registry_mut());
     }
+    if args.status_api.metrics_auth {
+        let guard = watch::auth::metrics_guard(&args.watch, &args.status_api, &watch);
+        server.guard_metrics(guard);
+    }
     let certificates = manage_certificates(&args, &options, &watch).await?;
     let bound = server.bind().await?;
     tracing::info!(

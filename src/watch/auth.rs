@@ -450,10 +450,60 @@ pub fn announce(args: &StatusApiArgs) {
             cache_size = args.status_auth_cache_size,
             max_watch_streams = args.max_watch_streams,
             max_watch_streams_per_caller = args.max_watch_streams_per_caller,
+            metrics_auth = args.metrics_auth,
             "status API (/apps) needs a bearer token; access checked with TokenReview and SubjectAccessReview"
         ),
         false => tracing::warn!(
             "status API (/apps) is UNAUTHENTICATED (--status-auth=false): anyone who reaches the server reads every app"
         ),
     }
+}
+
+/// The `/metrics` check of `--metrics-auth`: a bearer token allowed `get` on the non-resource
+/// URL `/metrics` (what kube-rbac-proxy asks for Prometheus).
+pub struct MetricsAccess {
+    reviewer: Arc<Reviewer>,
+}
+
+impl std::fmt::Debug for MetricsAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsAccess")
+            .field("settings", &self.reviewer.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetricsAccess {
+    /// A check asking through `reviewer`.
+    pub fn new(reviewer: Arc<Reviewer>) -> Self {
+        Self { reviewer }
+    }
+}
+
+impl crate::server::routes::Guard for MetricsAccess {
+    fn check(&self, headers: HeaderMap) -> BoxFuture<'static, Result<(), Response>> {
+        let reviewer = self.reviewer.clone();
+        async move {
+            let caller = reviewer.authenticate(&headers).await;
+            let needs = Attributes::Path("/metrics".into());
+            let allowed = match caller {
+                Ok(caller) => reviewer.require(&caller, needs).await,
+                Err(refusal) => Err(refusal),
+            };
+            allowed.map_err(IntoResponse::into_response)
+        }
+        .boxed()
+    }
+}
+
+/// The `/metrics` guard of `serve`: its own reviewer (and cache) on the watch loop's cluster.
+pub fn metrics_guard(
+    watch: &WatchArgs,
+    status: &StatusApiArgs,
+    handle: &super::WatchHandle,
+) -> Arc<dyn crate::server::routes::Guard> {
+    let source = ClientSource::Connect(Box::new(watch.clone()));
+    let settings = Settings::from_args(status);
+    let reviewer = Reviewer::new(source, settings, handle.status_metrics.clone());
+    Arc::new(MetricsAccess::new(Arc::new(reviewer)))
 }
