@@ -4,7 +4,8 @@
 //! Services itself. Answers are cached ([`TtlCache`], keyed by token hash and attributes) and
 //! concurrent lookups of one key share one API call, so a burst costs one review per key and TTL.
 //!
-//! A thin shell: every decision is the API server's or [`super::access`]'s. Every call has a
+//! A thin shell: every decision is the API server's or [`super::access`]'s; the two calls are
+//! [`super::reviews`]'s. Every call has a
 //! timeout; when the API server cannot be asked the answer is 503, never "allowed". Tokens are
 //! never logged and never stored beyond the request (or the watch stream) that carries them.
 
@@ -19,12 +20,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenReviewStatus};
-use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -32,17 +29,10 @@ use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio::sync::OnceCell;
 
-use super::access::{Access, Attributes, GROUP, Identity, RESOURCE, TokenHash, TtlCache, User};
+use super::access::{Access, Attributes, Identity, TokenHash, TtlCache, User};
+use super::reviews;
 use crate::config::{StatusApiArgs, WatchArgs};
-use crate::rbac::ApiCall;
 use crate::report::error_chain;
-
-/// The API calls of this module (the RBAC test compares them with the manifests: the built-in
-/// ClusterRole `system:auth-delegator` grants exactly these).
-pub const API_CALLS: &[ApiCall] = &[
-    ApiCall::new("authentication.k8s.io", "tokenreviews", "create"),
-    ApiCall::new("authorization.k8s.io", "subjectaccessreviews", "create"),
-];
 
 /// Seconds a client is told to wait after a 503 or a 429.
 pub const RETRY_AFTER_SECS: u64 = 5;
@@ -132,7 +122,7 @@ impl StatusMetrics {
         r.register("watch_cut", cut, self.watch_cut.clone());
     }
 
-    fn review(&self, kind: &'static str, result: &'static str) {
+    pub(super) fn review(&self, kind: &'static str, result: &'static str) {
         let labels = vec![("kind", kind), ("result", result)];
         self.reviews.get_or_create(&labels).inc();
     }
@@ -161,6 +151,23 @@ impl Settings {
             timeout: args.status_auth_timeout,
         }
     }
+}
+
+/// A client for the cluster `args` names, without the watch loop's version probe: an unreachable
+/// API server shows in each review (bounded by its timeout), not in a serialized connect.
+async fn client_for(args: &WatchArgs, timeout: Duration) -> Result<Client, String> {
+    let mut config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| error_chain(&e))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| error_chain(&e))?
+        }
+        None => kube::Config::infer().await.map_err(|e| error_chain(&e))?,
+    };
+    config.connect_timeout = Some(timeout);
+    config.read_timeout = Some(timeout);
+    Client::try_from(config).map_err(|e| error_chain(&e))
 }
 
 /// Asks the API server who a token belongs to and what it may read, through the caches.
@@ -196,7 +203,7 @@ impl Reviewer {
         let client = match &self.source {
             ClientSource::Ready(client) => return Ok(client.clone()),
             ClientSource::Connect(args) => {
-                let connect = || super::connect(args, timeout);
+                let connect = || client_for(args, timeout);
                 self.client.get_or_try_init(connect).await
             }
         };
@@ -223,7 +230,7 @@ impl Reviewer {
         let hash = TokenHash::of(&token);
         let client = self.client().await?;
         let (timeout, metrics) = (self.settings.timeout, self.metrics.clone());
-        let review = token_review(client, token.to_string(), timeout, metrics);
+        let review = reviews::token_review(client, token.to_string(), timeout, metrics);
         match self.tokens.get_or_fetch(hash, review).await {
             Ok(Identity::User(user)) => Ok(Caller { token, hash, user }),
             Ok(Identity::Rejected(reason)) => Err(Refusal::Unauthenticated(format!(
@@ -238,7 +245,12 @@ impl Reviewer {
     pub async fn check(&self, caller: &Caller, needs: &Attributes) -> Result<Access, Refusal> {
         let client = self.client().await?;
         let (timeout, metrics) = (self.settings.timeout, self.metrics.clone());
-        let review = access_review(client, review_of(&caller.user, needs), timeout, metrics);
+        let review = reviews::access_review(
+            client,
+            reviews::review_of(&caller.user, needs),
+            timeout,
+            metrics,
+        );
         let key = (caller.hash, needs.clone());
         self.access
             .get_or_fetch(key, review)
@@ -262,7 +274,7 @@ impl Reviewer {
 }
 
 /// An answer, or why the API server could not give one (never cached).
-type Answer<V> = Result<V, String>;
+pub(super) type Answer<V> = Result<V, String>;
 
 /// A TTL cache whose misses share one in-flight lookup per key.
 struct Flight<K, V> {
@@ -317,127 +329,6 @@ where
             entry.clone()
         };
         shared.await
-    }
-}
-
-async fn token_review(
-    client: Client,
-    token: String,
-    timeout: Duration,
-    metrics: StatusMetrics,
-) -> Answer<Identity> {
-    let review = TokenReview {
-        spec: TokenReviewSpec {
-            token,
-            audiences: None,
-        },
-        ..TokenReview::default()
-    };
-    let api: Api<TokenReview> = Api::all(client);
-    let call = super::kapi::timed("create a TokenReview", timeout, async {
-        api.create(&PostParams::default(), &review).await
-    });
-    match call.await {
-        Ok(done) => {
-            let identity = identity_of(done.status.unwrap_or_default());
-            let result = match identity {
-                Identity::User(_) => "allowed",
-                Identity::Rejected(_) => "denied",
-            };
-            metrics.review("token", result);
-            Ok(identity)
-        }
-        Err(error) => {
-            metrics.review("token", "unavailable");
-            tracing::warn!(error = %error_chain(&error), "TokenReview failed");
-            Err(error_chain(&error))
-        }
-    }
-}
-
-fn identity_of(status: TokenReviewStatus) -> Identity {
-    match (status.authenticated, status.user) {
-        (Some(true), Some(user)) => match user.username {
-            Some(username) if !username.is_empty() => Identity::User(User {
-                username,
-                uid: user.uid,
-                groups: user.groups.unwrap_or_default(),
-                extra: user.extra.unwrap_or_default(),
-            }),
-            _ => Identity::Rejected(Some("the token names no user".into())),
-        },
-        _ => Identity::Rejected(status.error),
-    }
-}
-
-/// The SubjectAccessReview asking whether `user` has `needs`.
-fn review_of(user: &User, needs: &Attributes) -> SubjectAccessReview {
-    let (resource_attributes, non_resource_attributes) = match needs {
-        Attributes::Apps {
-            verb,
-            namespace,
-            name,
-        } => {
-            let attrs = ResourceAttributes {
-                group: Some(GROUP.into()),
-                resource: Some(RESOURCE.into()),
-                verb: Some(verb.as_str().into()),
-                namespace: namespace.clone(),
-                name: name.clone(),
-                ..ResourceAttributes::default()
-            };
-            (Some(attrs), None)
-        }
-        Attributes::Path(path) => {
-            let attrs = NonResourceAttributes {
-                path: Some(path.clone()),
-                verb: Some("get".into()),
-            };
-            (None, Some(attrs))
-        }
-    };
-    SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(user.username.clone()),
-            uid: user.uid.clone(),
-            groups: Some(user.groups.clone()),
-            extra: Some(user.extra.clone()).filter(|e| !e.is_empty()),
-            resource_attributes,
-            non_resource_attributes,
-        },
-        ..SubjectAccessReview::default()
-    }
-}
-
-async fn access_review(
-    client: Client,
-    review: SubjectAccessReview,
-    timeout: Duration,
-    metrics: StatusMetrics,
-) -> Answer<Access> {
-    let api: Api<SubjectAccessReview> = Api::all(client);
-    let call = super::kapi::timed("create a SubjectAccessReview", timeout, async {
-        api.create(&PostParams::default(), &review).await
-    });
-    match call.await {
-        Ok(done) => {
-            let status = done.status.unwrap_or_default();
-            let access = match status.allowed && status.denied != Some(true) {
-                true => Access::Allowed,
-                false => Access::Denied(status.reason.filter(|r| !r.is_empty())),
-            };
-            let result = match access {
-                Access::Allowed => "allowed",
-                Access::Denied(_) => "denied",
-            };
-            metrics.review("access", result);
-            Ok(access)
-        }
-        Err(error) => {
-            metrics.review("access", "unavailable");
-            tracing::warn!(error = %error_chain(&error), "SubjectAccessReview failed");
-            Err(error_chain(&error))
-        }
     }
 }
 

@@ -17,6 +17,7 @@ pub mod kapi;
 pub mod leader;
 pub mod metrics;
 pub mod plan;
+pub mod reviews;
 pub mod status;
 pub mod view;
 pub mod writes;
