@@ -420,3 +420,44 @@ async fn the_stream_beyond_the_limits_gets_429() {
         "a closed stream frees its place"
     );
 }
+
+#[derive(clap::Parser)]
+struct Flags {
+    #[command(flatten)]
+    watch: ksvc_webhook::config::WatchArgs,
+    #[command(flatten)]
+    status: ksvc_webhook::config::StatusApiArgs,
+}
+
+#[tokio::test]
+async fn serve_wires_the_guard_by_default_and_drops_it_with_status_auth_false() {
+    use clap::Parser;
+    let flags = |extra: &[&str]| {
+        let base = ["x", "--no-watch", "--kubeconfig", "/nonexistent/kubeconfig"];
+        Flags::try_parse_from(base.iter().chain(extra)).unwrap()
+    };
+    let guarded = flags(&[]);
+    let handle = ksvc_webhook::watch::spawn(&guarded.watch);
+    handle
+        .synced
+        .store(true, std::sync::atomic::Ordering::Release);
+    let app = handle.router(&guarded.watch, &guarded.status);
+    assert_eq!(get(&app, "/apps", None).await.0, StatusCode::UNAUTHORIZED);
+    // No cluster to ask (the kubeconfig does not exist): 503, never open.
+    let (code, body) = get(&app, "/apps", Some("t")).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/kubeconfig"),
+        "{body}"
+    );
+
+    let open = flags(&["--status-auth=false"]);
+    let app = handle.router(&open.watch, &open.status);
+    assert_eq!(
+        get(&app, "/apps", None).await,
+        (StatusCode::OK, serde_json::json!([]))
+    );
+}
