@@ -48,8 +48,8 @@ pub enum Refusal {
         "forbidden: {user} may not read this; it needs {needs} (see docs/status-api.md for the ClusterRole and RoleBinding that grant it)"
     )]
     Forbidden { user: String, needs: Attributes },
-    /// 503: the API server could not be asked.
-    #[error("cannot check access with the API server: {0}; retry shortly")]
+    /// 503: the API server could not be asked (why is logged, not told to an unknown caller).
+    #[error("cannot check access with the API server right now; retry shortly")]
     Unavailable(String),
 }
 
@@ -207,7 +207,10 @@ impl Reviewer {
                 self.client.get_or_try_init(connect).await
             }
         };
-        client.cloned().map_err(Refusal::Unavailable)
+        client.cloned().map_err(|error| {
+            tracing::warn!(error = %error, "no client for the status API's access reviews");
+            Refusal::Unavailable(error)
+        })
     }
 
     /// The caller of a request with these headers: 401 without a token or with one the API
