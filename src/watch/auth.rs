@@ -318,16 +318,21 @@ where
             let mut pending = lock(&self.pending);
             let entry = pending.entry(key.clone()).or_insert_with(|| {
                 let (me, key) = (self.clone(), key.clone());
-                async move {
+                // A task of its own: the review ends (bounded by its timeout) and leaves the
+                // pending map even when every request waiting for it has gone away.
+                let task = tokio::spawn(async move {
                     let answer = fetch.await;
                     if let Ok(value) = &answer {
                         lock(&me.cache).insert(key.clone(), value.clone(), now());
                     }
                     lock(&me.pending).remove(&key);
                     answer
-                }
-                .boxed()
-                .shared()
+                });
+                let joined = async move {
+                    let failed = |_| Err("the review task ended early".to_owned());
+                    task.await.unwrap_or_else(failed)
+                };
+                joined.boxed().shared()
             });
             entry.clone()
         };
