@@ -49,22 +49,32 @@ unit:
 	$(CARGO) test --all-targets
 
 # Render the kustomize base and the cert-manager overlay, and validate every object against the
-# Kubernetes OpenAPI schema (kubernetes-validate, installed by .ci/run). cert-manager's CRDs have
-# no schema there: they are reported as skipped. tests/manifests.rs checks the content.
+# Kubernetes OpenAPI schema (kubernetes-validate). cert-manager's CRDs have no schema there: they
+# are reported as skipped. tests/manifests.rs checks the content.
 MANIFESTS_OUT ?= target/manifests
 KUBECTL ?= kubectl
 # KServices under examples/ are checked against Knative's CRD schema (shared/ sits beside the repo).
 KNATIVE_CRD ?= ../shared/reference/knative-service-crd.yaml
-manifests-check:
+# The Python tools of the manifest checks live in a project-local virtualenv, made on first use
+# from the pinned list, so a fresh machine needs nothing but python3 and kubectl.
+VENV ?= .venv
+VALIDATE := $(VENV)/bin/kubernetes-validate
+$(VENV)/.installed: scripts/manifests-requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r scripts/manifests-requirements.txt
+	@touch $@
+
+manifests-check: $(VENV)/.installed
+	@command -v $(KUBECTL) >/dev/null || { echo "kubectl not found: it renders manifests/ (kubectl kustomize)" >&2; exit 1; }
 	@mkdir -p $(MANIFESTS_OUT)
 	$(KUBECTL) kustomize manifests > $(MANIFESTS_OUT)/base.yaml
 	$(KUBECTL) kustomize manifests/overlays/cert-manager > $(MANIFESTS_OUT)/cert-manager.yaml
-	kubernetes-validate --strict $(MANIFESTS_OUT)/base.yaml 2>&1 | tee $(MANIFESTS_OUT)/base.log
+	$(VALIDATE) --strict $(MANIFESTS_OUT)/base.yaml 2>&1 | tee $(MANIFESTS_OUT)/base.log
 	@! grep -E '^(WARN|ERROR)' $(MANIFESTS_OUT)/base.log
-	kubernetes-validate --strict $(MANIFESTS_OUT)/cert-manager.yaml 2>&1 | tee $(MANIFESTS_OUT)/cert-manager.log
+	$(VALIDATE) --strict $(MANIFESTS_OUT)/cert-manager.yaml 2>&1 | tee $(MANIFESTS_OUT)/cert-manager.log
 	@! grep -E '^ERROR' $(MANIFESTS_OUT)/cert-manager.log
 	@! grep -E '^WARN' $(MANIFESTS_OUT)/cert-manager.log | grep -v 'api version cert-manager.io/v1 '
-	python3 .ci/validate_crd.py $(KNATIVE_CRD) 'examples/*.yaml'
+	$(VENV)/bin/python .ci/validate_crd.py $(KNATIVE_CRD) 'examples/*.yaml'
 
 # The container image (needs a docker engine; there is none on the CI machine).
 IMAGE ?= ksvc-webhook:0.1.0

@@ -7,8 +7,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use ksvc_webhook::admission::sidecars::Catalogue;
 use ksvc_webhook::admission::{self, Policy};
-use ksvc_webhook::sidecars::Catalogue;
 use serde_json::{Value, json};
 
 /// A managed app of about 2 KB: env, resources, annotations, labels.

@@ -18,22 +18,12 @@ pub enum Error {
     NotUtf8,
     #[error("input is not valid JSON")]
     Json(#[source] serde_json::Error),
-    #[error("YAML document {index} is not valid")]
-    Yaml {
-        index: usize,
-        #[source]
-        source: serde_yaml::Error,
-    },
-    #[error("YAML document {index} cannot be written as JSON")]
-    NotJson {
-        index: usize,
-        #[source]
-        source: serde_json::Error,
-    },
+    #[error("input is not valid YAML")]
+    Yaml(#[source] Box<serde_saphyr::Error>),
     #[error("cannot write the output")]
     Write(#[source] serde_json::Error),
     #[error("cannot write the output as YAML")]
-    WriteYaml(#[source] serde_yaml::Error),
+    WriteYaml(#[source] serde_saphyr::ser::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -55,21 +45,26 @@ pub fn parse(bytes: &[u8]) -> Result<Documents> {
             items: vec![value],
         });
     }
-    let mut items = Vec::new();
-    for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let yaml = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)
-            .map_err(|source| Error::Yaml { index, source })?;
-        if yaml.is_null() {
-            continue;
-        }
-        let value =
-            serde_json::to_value(yaml).map_err(|source| Error::NotJson { index, source })?;
-        items.push(value);
-    }
+    let mut items: Vec<Value> = serde_saphyr::from_multiple_with_options(text, yaml_options())
+        .map_err(|e| Error::Yaml(Box::new(e)))?;
+    items.retain(|item| !item.is_null());
     Ok(Documents {
         format: Format::Yaml,
         items,
     })
+}
+
+/// YAML 1.2's core schema, as the API server reads manifests: only `true`/`false` are booleans
+/// (`yes` and `on` stay strings), `0755` and `1_000` stay strings, a repeated key is an error,
+/// and an error is one line with its position.
+pub fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        strict_booleans: true,
+        leading_zero_numbers_as_strings: true,
+        underscored_numbers_as_strings: true,
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
+        with_snippet: false,
+    }
 }
 
 /// Write documents in `format`: pretty JSON (one value, or one per line group), or YAML
@@ -87,7 +82,7 @@ pub fn render(format: Format, items: &[Value]) -> Result<String> {
         Format::Yaml => {
             let docs = items
                 .iter()
-                .map(serde_yaml::to_string)
+                .map(serde_saphyr::to_string)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Error::WriteYaml)?;
             Ok(docs.join("---\n"))
@@ -132,6 +127,27 @@ mod tests {
     fn bad_input_is_an_error() {
         assert!(matches!(parse(&[0xff, 0xfe]), Err(Error::NotUtf8)));
         assert!(matches!(parse(b"{nope"), Err(Error::Json(_))));
-        assert!(matches!(parse(b"a: [1"), Err(Error::Yaml { .. })));
+        assert!(matches!(parse(b"a: [1"), Err(Error::Yaml(_))));
+    }
+
+    #[test]
+    fn yaml_reads_as_the_core_schema() {
+        let docs = parse(b"a: yes\nb: on\nc: 0755\nd: 1_000\ne: true\nf: 8080\ng: ~\n").unwrap();
+        assert_eq!(
+            docs.items,
+            vec![
+                json!({"a": "yes", "b": "on", "c": "0755", "d": "1_000", "e": true, "f": 8080, "g": null})
+            ]
+        );
+    }
+
+    #[test]
+    fn a_yaml_error_names_its_line_and_column_on_one_line() {
+        let err = parse(b"a: 1\n---\nb: 2\nc: : :\n").unwrap_err();
+        let text = crate::report::error_chain(&err);
+        assert!(text.contains("line 4"), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+        let dup = crate::report::error_chain(&parse(b"a: 1\na: 2\n").unwrap_err());
+        assert!(dup.contains("duplicate"), "{dup}");
     }
 }

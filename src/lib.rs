@@ -1,28 +1,31 @@
 //! ksvc-webhook: a mutating admission webhook, sidecar injector and watch loop for Knative Services.
 //!
-//! Data flows one way: bytes → decoded AdmissionReview → pure decision → JSON Patch → response.
-//! The pure core ([`node`], [`naming`], [`spec_sha`], [`validate`], [`sidecars`], [`mutate`],
-//! [`admission`]) does no I/O and reads no clock (but for `sidecars::load`, which reads the
-//! catalogue file); the shells ([`cli`], [`server`], [`watch`], [`certmgr`]) own sockets, files
-//! and the cluster.
+//! Two pipelines, each flowing one way:
+//! - admission: bytes → decoded AdmissionReview → pure decision → JSON Patch → response
+//!   ([`json`] at the byte level, [`admission`] in flow order: decode, validate, mutate, encode);
+//! - the watch loop: observed KServices and Revisions → pure status and plan → API writes
+//!   ([`watch`], over the cluster plumbing in [`cluster`]).
+//!
+//! The pure cores ([`json`], [`admission`], the planners of [`watch`] and [`certmgr`]) do no I/O
+//! and read no clock (but for `admission::sidecars::load`, which reads the catalogue file); the
+//! shells ([`cli`], [`server`], [`watch`], [`certmgr`], [`cluster`]) own sockets, files and the
+//! cluster.
 
 pub mod admission;
 pub mod certmgr;
 pub mod cli;
-pub mod config;
+pub mod cluster;
 pub mod docs;
-pub mod edit;
+pub mod flags;
+pub mod json;
 pub mod keys;
-pub mod ksvc;
-pub mod mutate;
-pub mod naming;
-pub mod node;
-pub mod pki;
-pub mod rbac;
 pub mod report;
 pub mod server;
-pub mod sidecars;
-pub mod spec_sha;
-pub mod stop;
-pub mod validate;
 pub mod watch;
+
+// Old module paths, kept while code written against them is merged.
+pub use admission::{ksvc, mutate, naming, sidecars, spec_sha, stop, validate};
+pub use certmgr::pki;
+pub use cluster::rbac;
+pub use json as node;
+pub use json::edit;

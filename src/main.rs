@@ -7,11 +7,12 @@ use clap::Parser;
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let cli = ksvc_webhook::config::Cli::parse();
+    let cli = ksvc_webhook::cli::Cli::parse();
     match ksvc_webhook::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // Each cause once: some libraries' messages already embed their source's.
+            eprintln!("error: {}", ksvc_webhook::report::error_chain(err.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }

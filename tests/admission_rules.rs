@@ -2,9 +2,9 @@
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
+use ksvc_webhook::admission::mutate::Settings;
+use ksvc_webhook::admission::naming::DomainTemplate;
 use ksvc_webhook::admission::{self, Decision, GroupVersionKind, Policy, Request};
-use ksvc_webhook::mutate::Settings;
-use ksvc_webhook::naming::DomainTemplate;
 use serde_json::{Value, json};
 
 fn kservice(meta: Value, containers: Value) -> Value {
@@ -176,7 +176,7 @@ fn hashed_names_warn_about_app_fqdn() {
         json!({"flyte.org/app-name": name, "flyte.org/project": "analytics-platform-team"}),
     ));
     assert!(d.allowed, "{}", d.message());
-    let want = ksvc_webhook::naming::app_name("analytics-platform-team", "dev", name);
+    let want = ksvc_webhook::admission::naming::app_name("analytics-platform-team", "dev", name);
     assert!(want.hashed);
     assert_eq!(out(&d)["metadata"]["name"], want.name.as_str());
     assert!(

@@ -8,7 +8,9 @@ use std::sync::atomic::Ordering;
 
 use axum::http::Method;
 use ksvc_webhook::cli::app::run_with_client;
-use ksvc_webhook::config::{AppAction, AppStatusArgs, AppTarget, AppUpdateArgs, WatchArgs};
+use ksvc_webhook::cli::app::{AppAction, AppStatusArgs, AppTarget, AppUpdateArgs};
+use ksvc_webhook::cli::app_print::Output;
+use ksvc_webhook::watch::args::WatchArgs;
 use serde_json::Value;
 use support::{FakeApi, ksvc, revision, wait_until};
 
@@ -135,6 +137,7 @@ async fn status_prints_the_mapped_status() {
         AppAction::Status(AppStatusArgs {
             target: target("app"),
             watch: false,
+            output: Output::Json,
         }),
     )
     .await
@@ -143,6 +146,45 @@ async fn status_prints_the_mapped_status() {
     assert_eq!(record["status"]["phase"], "ACTIVE");
     assert_eq!(record["status"]["replicas"], 4);
     assert_eq!(record["project"], "proj");
+}
+
+#[tokio::test]
+async fn status_prints_a_table_for_a_person_by_default() {
+    let fake = FakeApi::start().await;
+    fake.put(
+        "services",
+        ksvc("app", true, true, 2, &["app-00001"], "app-00002"),
+    );
+    fake.put("revisions", revision("app", "app-00001", 1, false));
+    let out = run(
+        &fake,
+        AppAction::Status(AppStatusArgs {
+            target: target("app"),
+            watch: false,
+            output: Output::default(),
+        }),
+    )
+    .await
+    .unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    let columns = |line: &str| {
+        line.split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        columns(lines[0]),
+        ["NAME", "PHASE", "REPLICAS", "URL", "AGE"]
+    );
+    let row = columns(lines[1]);
+    // Replicas are the latest ready revision's, which has not reported yet.
+    assert_eq!(row[..3], ["app", "STOPPING", "-"], "{out}");
+    // Not ACTIVE: the message that says why is on the next line, indented.
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[2].starts_with("  ") && !lines[2].trim().is_empty(),
+        "{out}"
+    );
 }
 
 /// A `Write` the test can read while the command still runs.
@@ -186,6 +228,7 @@ async fn status_watch_follows_changes() {
     let action = AppAction::Status(AppStatusArgs {
         target: target("app"),
         watch: true,
+        output: Output::Json,
     });
     let follow = run_with_client(fake.client(), "apps", action, &mut writer);
     let drive = async {
@@ -225,9 +268,9 @@ fn watch_args(kubeconfig: std::path::PathBuf) -> WatchArgs {
         lease_namespace: None,
         lease_name: "ksvc-webhook-watch".into(),
         pod_name: Some("pod-1".into()),
-        lease_duration_seconds: 15,
-        api_timeout_seconds: 5,
-        resync_seconds: 300,
+        lease_duration: std::time::Duration::from_secs(15),
+        api_timeout: std::time::Duration::from_secs(5),
+        resync_interval: std::time::Duration::from_secs(300),
         watch_buffer: 16,
     }
 }

@@ -16,8 +16,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, Response, StatusCode};
 use k8s_openapi::api::core::v1::Secret;
+use ksvc_webhook::certmgr::pki;
 use ksvc_webhook::certmgr::{CertArgs, Manager, Plan, SecretData, plan::Fresh};
-use ksvc_webhook::pki;
 use serde_json::{Value, json};
 use time::{Duration, OffsetDateTime};
 
@@ -223,13 +223,13 @@ fn status(code: u16, reason: &str, message: &str) -> Response<Full<Bytes>> {
 
 fn args() -> CertArgs {
     CertArgs {
-        self_managed_certs: true,
+        self_managed_certs: Some(true),
         cert_secret: SECRET.into(),
         webhook_config_name: CONFIG.into(),
         service_name: "ksvc-webhook".into(),
         namespace: NS.into(),
-        cert_sync_seconds: 60,
-        cert_bootstrap_seconds: 5,
+        cert_sync_interval: std::time::Duration::from_secs(60),
+        cert_bootstrap_timeout: std::time::Duration::from_secs(5),
     }
 }
 
@@ -544,7 +544,7 @@ async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
     handle.abort();
 
     let off = CertArgs {
-        self_managed_certs: false,
+        self_managed_certs: Some(false),
         ..args()
     };
     let empty = tempfile::tempdir().unwrap();

@@ -21,8 +21,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use ksvc_webhook::certmgr::CertArgs;
+use ksvc_webhook::cluster::rbac::ApiCall;
 use ksvc_webhook::keys;
-use ksvc_webhook::rbac::ApiCall;
 use serde_json::Value;
 
 /// The API calls of every module that talks to the API server. The RBAC in `manifests/` must
@@ -68,13 +68,7 @@ impl Rendered {
             }
             Err(_) => return None,
         };
-        let docs = serde_yaml::Deserializer::from_str(&yaml)
-            .map(|d| {
-                serde_yaml::from_value::<Value>(serde::Deserialize::deserialize(d).unwrap())
-                    .unwrap()
-            })
-            .filter(|v| !v.is_null())
-            .collect();
+        let docs = ksvc_webhook::docs::parse(yaml.as_bytes()).unwrap().items;
         Some(Self(docs))
     }
 
@@ -134,7 +128,7 @@ impl Rendered {
 /// The base without kubectl: its `resources:` files concatenated.
 fn render_resources(dir: &Path) -> String {
     let k: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap())
+        serde_saphyr::from_str(&std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap())
             .unwrap();
     k["resources"]
         .as_array()
@@ -438,7 +432,7 @@ fn certificate_rbac_is_limited_to_its_own_objects_by_name() {
     );
     let svc: Service = m.one("Service");
     assert_eq!(value("KSVC_WEBHOOK_SERVICE_NAME"), svc.metadata.name);
-    let from_field = env(&c, "KSVC_WEBHOOK_NAMESPACE")
+    let from_field = env(&c, "KSVC_WEBHOOK_POD_NAMESPACE")
         .unwrap()
         .value_from
         .as_ref()
@@ -509,7 +503,7 @@ fn the_pod_is_hardened_and_drains_before_it_is_killed() {
     };
     assert_eq!(probe_path(&c.readiness_probe), "/readyz");
     assert_eq!(probe_path(&c.liveness_probe), "/healthz");
-    for name in ["POD_NAME", "POD_NAMESPACE"] {
+    for name in ["KSVC_WEBHOOK_POD_NAME", "KSVC_WEBHOOK_POD_NAMESPACE"] {
         assert!(
             env(&c, name)
                 .unwrap()
@@ -553,7 +547,7 @@ fn the_sidecar_catalogue_is_mounted_and_parses() {
     let m = Rendered::base();
     let cm: ConfigMap = m.one("ConfigMap");
     let text = cm.data.as_ref().unwrap().get("sidecars.yaml").unwrap();
-    let catalogue = ksvc_webhook::sidecars::Catalogue::parse(text).unwrap();
+    let catalogue = ksvc_webhook::admission::sidecars::Catalogue::parse(text).unwrap();
     assert!(catalogue.is_empty(), "the base ships an empty catalogue");
     let deploy: Deployment = m.one("Deployment");
     let args = container(&deploy).args.unwrap_or_default();
@@ -617,7 +611,7 @@ fn the_cert_manager_overlay_turns_self_management_off() {
         .iter()
         .map(|v| v.as_str().unwrap().to_string())
         .collect();
-    let want: Vec<String> = ksvc_webhook::pki::service_sans(&svc_name, ns)
+    let want: Vec<String> = ksvc_webhook::certmgr::pki::service_sans(&svc_name, ns)
         .into_iter()
         .filter(|n| n.contains(svc_name.as_str()))
         .collect();

@@ -3,10 +3,10 @@
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
+use ksvc_webhook::admission::mutate;
 use ksvc_webhook::admission::{self, Decision, Policy, Request};
-use ksvc_webhook::edit::Editor;
-use ksvc_webhook::mutate;
-use ksvc_webhook::node::Node;
+use ksvc_webhook::json::Node;
+use ksvc_webhook::json::edit::Editor;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use serde_json::{Map, Value, json};

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
-use ksvc_webhook::sidecars::{Catalogue, CatalogueError, content_hash, load};
+use ksvc_webhook::admission::sidecars::{Catalogue, CatalogueError, content_hash, load};
 use serde_json::{Value, json};
 
 /// A valid template: one container mounting one emptyDir volume.
@@ -20,7 +20,7 @@ fn good() -> Value {
 }
 
 fn catalogue_text(templates: Value, default: Value) -> String {
-    serde_yaml::to_string(&json!({"default": default, "templates": templates})).unwrap()
+    serde_saphyr::to_string(&json!({"default": default, "templates": templates})).unwrap()
 }
 
 /// The problems of a catalogue holding `template` as `t` (plus `good` as `other`).
@@ -286,7 +286,7 @@ fn fingerprint_ignores_formatting_and_sees_changes() {
     let a = catalogue_text(json!({"t": good()}), json!(["t"]));
     let b = format!(
         "# a comment\n{}",
-        serde_json::to_string(&serde_yaml::from_str::<Value>(&a).unwrap()).unwrap()
+        serde_json::to_string(&serde_saphyr::from_str::<Value>(&a).unwrap()).unwrap()
     );
     let fa = Catalogue::parse(&a).unwrap();
     let fb = Catalogue::parse(&b).unwrap();

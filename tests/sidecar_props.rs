@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use ksvc_webhook::admission::{self, Decision, Policy, Request};
-use ksvc_webhook::edit::Editor;
-use ksvc_webhook::node::Node;
+use ksvc_webhook::json::Node;
+use ksvc_webhook::json::edit::Editor;
 use ksvc_webhook::{mutate, naming};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -37,7 +37,7 @@ templates:
 
 fn policy(text: &str) -> Policy {
     Policy {
-        sidecars: Arc::new(ksvc_webhook::sidecars::Catalogue::parse(text).unwrap()),
+        sidecars: Arc::new(ksvc_webhook::admission::sidecars::Catalogue::parse(text).unwrap()),
         ..Policy::default()
     }
 }

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use axum::http::Method;
-use ksvc_webhook::watch::leader::{self, LeaseOptions};
+use ksvc_webhook::cluster::lease::{self, LeaseOptions};
 use ksvc_webhook::watch::metrics::Metrics;
 use ksvc_webhook::watch::status::Phase;
 use serde_json::json;
@@ -337,7 +337,7 @@ async fn only_the_leader_writes_and_every_replica_serves_status() {
     for id in ["replica-a", "replica-b"] {
         let (tx, rx) = watch::channel(false);
         let stop = watch::channel(false).1;
-        tokio::spawn(leader::run_elector(
+        tokio::spawn(lease::run_elector(
             fake.client(),
             lease_options(id),
             tx,

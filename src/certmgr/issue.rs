@@ -6,7 +6,7 @@ use time::OffsetDateTime;
 
 use super::plan::{Plan, Policy};
 use super::state::{Dated, SecretData};
-use crate::pki::{self, CertKey};
+use crate::certmgr::pki::{self, CertKey};
 
 /// The material after `plan`, or `None` when the plan changes nothing (or cannot apply to what
 /// is there, e.g. a promotion without a staged CA).

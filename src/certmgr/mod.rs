@@ -9,8 +9,10 @@
 //! Never decides anything in the shell: every rotation step is chosen by [`plan::plan`]. Never
 //! writes a Secret or the webhook configuration other than the two named in [`CertArgs`].
 
+pub mod args;
 pub mod files;
 pub mod issue;
+pub mod pki;
 pub mod plan;
 pub mod shell;
 pub mod state;
@@ -21,8 +23,8 @@ pub use plan::{Plan, Policy};
 pub use shell::{Manager, Synced, start};
 pub use state::SecretData;
 
-pub use crate::config::CertArgs;
-use crate::rbac::ApiCall;
+use crate::cluster::rbac::ApiCall;
+pub use args::CertArgs;
 
 /// Every Kubernetes API call this module makes (see `manifests/rbac-certs.yaml`).
 pub const API_CALLS: &[ApiCall] = &[
@@ -60,7 +62,7 @@ pub enum Error {
     #[error("kubernetes API call timed out after {secs}s: {call}")]
     Timeout { call: &'static str, secs: u64 },
     #[error("cannot issue certificates")]
-    Pki(#[from] crate::pki::Error),
+    Pki(#[from] crate::certmgr::pki::Error),
     #[error("cannot write certificate files into {}", path.display())]
     Files {
         path: PathBuf,

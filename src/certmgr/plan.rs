@@ -17,7 +17,7 @@
 use time::{Duration, OffsetDateTime};
 
 use super::state::{SecretData, bundle_contains, subject_alt_names};
-use crate::pki;
+use crate::certmgr::pki;
 
 /// Lifetimes and thresholds of self-managed certificates.
 #[derive(Debug, Clone, PartialEq, Eq)]

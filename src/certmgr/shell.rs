@@ -24,7 +24,7 @@ use super::files::{self, File};
 use super::plan::{self, Plan, Policy};
 use super::state::{self, SecretData};
 use super::{CertArgs, Error, FILE_CA_CRT, FILE_TLS_CRT, FILE_TLS_KEY, Result, issue};
-use crate::pki;
+use crate::certmgr::pki;
 use crate::report::error_chain;
 
 /// Writes planned per round before giving up on a Secret that keeps changing under us.
@@ -351,8 +351,8 @@ impl Manager {
 /// finds or creates the Secret `args.cert_secret` in `args.namespace`, writes `tls.crt`,
 /// `tls.key` and `ca.crt` (the CA bundle) into `cert_dir` (atomically, through a `..data`
 /// symlink swap), and as leader publishes the bundle, retrying with backoff for up to
-/// `args.cert_bootstrap_seconds`; it returns once the files exist, so the TLS server can load
-/// them. It then spawns the loop ([`Manager::run`]) that re-syncs every `args.cert_sync_seconds`
+/// `args.cert_bootstrap_timeout`; it returns once the files exist, so the TLS server can load
+/// them. It then spawns the loop ([`Manager::run`]) that re-syncs every `args.cert_sync_interval`
 /// and whenever `leader` changes; abort the returned handle at shutdown.
 ///
 /// `leader` is the Lease election's view (true while this replica leads). A single replica
@@ -363,15 +363,15 @@ pub async fn start(
     leader: watch::Receiver<bool>,
     cert_dir: PathBuf,
 ) -> Result<Option<JoinHandle<()>>> {
-    if !args.self_managed_certs {
+    if args.self_managed_certs != Some(true) {
         info!("self-managed certificates off; serving the mounted certificate files");
         return Ok(None);
     }
     let manager = Manager::new(client, args, cert_dir);
     manager
-        .bootstrap(&leader, StdDuration::from_secs(args.cert_bootstrap_seconds))
+        .bootstrap(&leader, args.cert_bootstrap_timeout)
         .await?;
-    let period = StdDuration::from_secs(args.cert_sync_seconds);
+    let period = args.cert_sync_interval;
     Ok(Some(tokio::spawn(manager.run(leader, period))))
 }
 

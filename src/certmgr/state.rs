@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::certmgr::pki::CertKey;
 use crate::keys;
-use crate::pki::CertKey;
 
 /// Secret key: the serving certificate (PEM).
 pub const KEY_TLS_CRT: &str = "tls.crt";
@@ -278,7 +278,7 @@ fn rfc3339(t: OffsetDateTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pki;
+    use crate::certmgr::pki;
     use time::Duration;
 
     fn material(now: OffsetDateTime) -> SecretData {

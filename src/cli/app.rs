@@ -11,17 +11,20 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
-use crate::config::{AppAction, AppArgs, AppTarget};
+use super::app_print::{self, Output};
+use crate::cluster::call::{self, Backoff, Updated};
+use clap::{Args, Subcommand};
+
 use crate::keys;
 use crate::watch::controller::record_of;
 use crate::watch::edit::{AppUpdate, set_stopped};
-use crate::watch::kapi::{self, Backoff, Updated};
+use crate::watch::hub::AppRecord;
 use crate::watch::status::status_for;
 use crate::watch::view::{KService, Revision};
 use crate::watch::writes::knative;
@@ -73,14 +76,14 @@ pub async fn run_with_client(
     let (name, outcome) = match action {
         AppAction::Stop(t) => (
             t.name.clone(),
-            kapi::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
+            call::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
                 set_stopped(v, true)
             })
             .await?,
         ),
         AppAction::Start(t) => (
             t.name.clone(),
-            kapi::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
+            call::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
                 set_stopped(v, false)
             })
             .await?,
@@ -102,13 +105,15 @@ pub async fn run_with_client(
                 })
             };
             let outcome =
-                kapi::update_raw(&services, &u.target.name, TIMEOUT, &backoff, edit).await?;
+                call::update_raw(&services, &u.target.name, TIMEOUT, &backoff, edit).await?;
             if let Some(e) = invalid {
                 return Err(e).context(format!("cannot update {ns}/{}", u.target.name));
             }
             (u.target.name, outcome)
         }
-        AppAction::Status(s) => return status(client, ns, &s.target.name, s.watch, out).await,
+        AppAction::Status(s) => {
+            return status(client, ns, &s.target.name, s.watch, s.output, out).await;
+        }
     };
     match outcome {
         Updated::NotFound => bail!("no KService {ns}/{name}; check the name and -n NAMESPACE"),
@@ -123,28 +128,26 @@ async fn status(
     ns: &str,
     name: &str,
     follow: bool,
+    output: Output,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let services: Api<KService> = Api::namespaced(client.clone(), ns);
     let revisions: Api<Revision> = Api::namespaced(client, ns);
     let selector = format!("{}={name}", keys::LABEL_KNATIVE_SERVICE);
     if !follow {
-        let ksvc = kapi::timed("get service", TIMEOUT, services.get_opt(name))
+        let ksvc = call::timed("get service", TIMEOUT, services.get_opt(name))
             .await?
             .with_context(|| format!("no KService {ns}/{name}; check the name and -n NAMESPACE"))?;
-        let revs = kapi::timed(
+        let revs = call::timed(
             "list revisions",
             TIMEOUT,
             revisions.list(&ListParams::default().labels(&selector)),
         )
         .await?
         .items;
-        let record = record_of(
-            &ksvc,
-            status_for(&ksvc, &revs, &Timestamp::now().to_string()),
-        );
-        writeln!(out, "{}", serde_json::to_string(&record)?)?;
-        return Ok(());
+        let now = Timestamp::now();
+        let record = record_of(&ksvc, status_for(&ksvc, &revs, &now.to_string()));
+        return print(out, &record, age(&ksvc, now), output, true);
     }
     let (svc_store, svc_writer) = reflector::store::<KService>();
     let (rev_store, rev_writer) = reflector::store::<Revision>();
@@ -160,19 +163,115 @@ async fn status(
         let Some(ksvc) = svc_store.state().into_iter().next() else {
             continue;
         };
-        let status = status_for(&ksvc, &rev_store.state(), &Timestamp::now().to_string());
+        let now = Timestamp::now();
+        let status = status_for(&ksvc, &rev_store.state(), &now.to_string());
         if last
             .as_ref()
             .is_none_or(|l: &crate::watch::status::AppStatus| !l.same_state(&status))
         {
-            writeln!(
-                out,
-                "{}",
-                serde_json::to_string(&record_of(&ksvc, status.clone()))?
-            )?;
+            let record = record_of(&ksvc, status.clone());
+            print(out, &record, age(&ksvc, now), output, last.is_none())?;
             out.flush()?;
             last = Some(status);
         }
     }
     Ok(())
+}
+
+/// How long the KService has existed, when the API server said.
+fn age(ksvc: &KService, now: Timestamp) -> Option<SignedDuration> {
+    let created = ksvc.metadata.creation_timestamp.as_ref()?;
+    Some(now.duration_since(created.0))
+}
+
+/// Print one record in `output`; a table gets its header before the `first` row only.
+fn print(
+    out: &mut dyn Write,
+    record: &AppRecord,
+    age: Option<SignedDuration>,
+    output: Output,
+    first: bool,
+) -> anyhow::Result<()> {
+    match output {
+        Output::Table if first => {
+            writeln!(out, "{}", app_print::header(record, age))?;
+            writeln!(out, "{}", app_print::row(record, age))?;
+        }
+        Output::Table => writeln!(out, "{}", app_print::row(record, age))?,
+        Output::Json => writeln!(out, "{}", serde_json::to_string(record)?)?,
+        Output::Yaml => write!(out, "---\n{}", serde_saphyr::to_string(record)?)?,
+    }
+    Ok(())
+}
+
+// The flags of `app`.
+
+/// Arguments of `app`.
+#[derive(Debug, Args)]
+pub struct AppArgs {
+    #[command(subcommand)]
+    pub action: AppAction,
+}
+
+/// What `app` does.
+#[derive(Debug, Subcommand)]
+pub enum AppAction {
+    /// Stop the app: set the label `flyte.org/app-stopped=true` (scale to zero, cluster-local).
+    Stop(AppTarget),
+    /// Start the app: remove the label `flyte.org/app-stopped`.
+    Start(AppTarget),
+    /// Print the app's status (phase, message, replicas, URL).
+    Status(AppStatusArgs),
+    /// Change only the given fields, in a retry-on-conflict read-modify-write.
+    Update(AppUpdateArgs),
+}
+
+/// Which app, in which cluster.
+#[derive(Debug, Clone, Args)]
+pub struct AppTarget {
+    /// The KService name.
+    pub name: String,
+    /// The KService namespace; default: the kubeconfig context's namespace.
+    #[arg(short = 'n', long, env = "KSVC_WEBHOOK_APP_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Kubeconfig file with the user's own credentials; default: `$KUBECONFIG`, then
+    /// `~/.kube/config`, then the in-cluster config.
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+}
+
+/// Arguments of `app status`.
+#[derive(Debug, Args)]
+pub struct AppStatusArgs {
+    #[command(flatten)]
+    pub target: AppTarget,
+    /// Keep printing the status whenever it changes.
+    #[arg(long, env = "KSVC_WEBHOOK_APP_WATCH")]
+    pub watch: bool,
+    /// Output format: `table` (a short line for people, the message under it when the app is
+    /// not ACTIVE), `json` (one `/apps` record per line) or `yaml`.
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        default_value_t,
+        env = "KSVC_WEBHOOK_APP_OUTPUT"
+    )]
+    pub output: crate::cli::app_print::Output,
+}
+
+/// Arguments of `app update`; an absent flag leaves its field unchanged.
+#[derive(Debug, Args)]
+pub struct AppUpdateArgs {
+    #[command(flatten)]
+    pub target: AppTarget,
+    /// New image of the serving container.
+    #[arg(long, env = "KSVC_WEBHOOK_APP_IMAGE")]
+    pub image: Option<String>,
+    /// New `autoscaling.knative.dev/min-scale`.
+    #[arg(long, env = "KSVC_WEBHOOK_APP_MIN_SCALE")]
+    pub min_scale: Option<u32>,
+    /// New `autoscaling.knative.dev/max-scale` (0 = unlimited).
+    #[arg(long, env = "KSVC_WEBHOOK_APP_MAX_SCALE")]
+    pub max_scale: Option<u32>,
 }

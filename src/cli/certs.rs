@@ -1,6 +1,6 @@
 //! `certs`: write a CA and a serving certificate for the webhook Service, print the caBundle.
 //!
-//! Thin: the certificates come from [`crate::pki`]; this only writes files (the key readable by
+//! Thin: the certificates come from [`crate::certmgr::pki`]; this only writes files (the key readable by
 //! its owner alone) and prints.
 
 use std::io::Write;
@@ -10,8 +10,10 @@ use anyhow::Context;
 use base64::Engine;
 use time::{Duration, OffsetDateTime};
 
-use crate::config::CertsArgs;
-use crate::pki;
+use crate::certmgr::pki;
+use std::path::PathBuf;
+
+use clap::Args;
 
 /// Generate `ca.crt`, `tls.crt` and `tls.key` into `args.out` and print the base64 caBundle.
 pub fn run(args: CertsArgs) -> anyhow::Result<()> {
@@ -52,6 +54,33 @@ fn write_file(path: &Path, content: &str, mode: u32) -> anyhow::Result<()> {
         .with_context(|| format!("cannot set the mode of {}", path.display()))?;
     file.write_all(content.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+// The flags of `certs`.
+
+/// Arguments of `certs`.
+#[derive(Debug, Clone, Args)]
+pub struct CertsArgs {
+    /// Name of the webhook's Kubernetes Service.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SERVICE_NAME",
+        default_value = "ksvc-webhook"
+    )]
+    pub service: String,
+    /// Namespace of the webhook's Kubernetes Service.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SERVICE_NAMESPACE",
+        default_value = "ksvc-system"
+    )]
+    pub namespace: String,
+    /// Directory that receives ca.crt, tls.crt and tls.key.
+    #[arg(long, env = "KSVC_WEBHOOK_CERTS_OUT", default_value = "certs")]
+    pub out: PathBuf,
+    /// Validity of the serving certificate in days (the CA gets ten times as long).
+    #[arg(long, env = "KSVC_WEBHOOK_CERT_DAYS", default_value_t = 365)]
+    pub days: u32,
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tracing_subscriber::fmt::MakeWriter;
 
-use crate::config::LogFormat;
+use super::serve::LogFormat;
 
 /// How long a line may wait in the buffer.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(50);

@@ -7,11 +7,15 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use crate::admission::{self, Request};
-use crate::config::{InputArgs, MutateArgs, NameArgs, OperationArg, ReviewArgs};
+use crate::admission::{ksvc, mutate as edits, naming};
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::policy::PolicyArgs;
 use crate::docs::{self, Documents};
-use crate::edit::Editor;
-use crate::node::Node;
-use crate::{ksvc, mutate as edits, naming};
+use crate::json::Node;
+use crate::json::edit::Editor;
 
 /// Read a file, or standard input for `-`.
 fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
@@ -162,7 +166,9 @@ pub fn sha(args: &InputArgs) -> anyhow::Result<()> {
     let mut lines = String::new();
     for doc in &mut input.items {
         each_kservice(doc, &mut |obj| {
-            lines.push_str(&crate::spec_sha::json_sha(&edits::user_spec(obj)));
+            lines.push_str(&crate::admission::spec_sha::json_sha(&edits::user_spec(
+                obj,
+            )));
             lines.push('\n');
             Ok(())
         })?;
@@ -174,4 +180,62 @@ pub fn sha(args: &InputArgs) -> anyhow::Result<()> {
         );
     }
     write_out(&lines)
+}
+
+// The flags of the offline subcommands.
+
+/// A manifest to read.
+#[derive(Debug, Clone, Args)]
+pub struct InputArgs {
+    /// The manifest: a file of JSON or (multi-document) YAML, or `-` for standard input.
+    #[arg(short = 'f', long = "filename", value_name = "FILE|-")]
+    pub file: PathBuf,
+}
+
+/// The admission operation to simulate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OperationArg {
+    Create,
+    Update,
+}
+
+/// Arguments of `mutate`.
+#[derive(Debug, Clone, Args)]
+pub struct MutateArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// The namespace of objects that do not set one.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    /// The operation to simulate; UPDATE checks the rules that compare with `--old`.
+    #[arg(long, value_enum, default_value_t = OperationArg::Create)]
+    pub operation: OperationArg,
+    /// The stored object, for UPDATE (identity labels must not change).
+    #[arg(long, value_name = "FILE")]
+    pub old: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// Arguments of `review`.
+#[derive(Debug, Clone, Args)]
+pub struct ReviewArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// Arguments of `name`.
+#[derive(Debug, Clone, Args)]
+pub struct NameArgs {
+    /// The app's project.
+    #[arg(long)]
+    pub project: String,
+    /// The app's domain.
+    #[arg(long)]
+    pub domain: String,
+    /// The app's name.
+    #[arg(long)]
+    pub name: String,
 }

@@ -11,15 +11,27 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::admission::Policy;
-use crate::config::ServeArgs;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+
+use clap::{Args, ValueEnum};
+
+use super::policy::PolicyArgs;
+use crate::certmgr::CertArgs;
+use crate::flags::parse_duration;
 use crate::server::catalogue::CatalogueReloader;
 use crate::server::{self, Server, tls::CertPaths};
+use crate::watch::args::WatchArgs;
 use crate::{certmgr, watch};
 
 /// Run the admission server until SIGTERM or SIGINT.
-pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     // Dropped last: the remaining log lines are written after the server has stopped.
     let _logs = super::logs::init(args.log_format);
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let mode = CertMode::of(&args, in_cluster);
+    args.certs.self_managed_certs = Some(mode == CertMode::SelfManaged);
+    tracing::info!(mode = mode.describe(), in_cluster, "certificates");
     let workers = match args.workers {
         Some(n) => n.get(),
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -50,8 +62,14 @@ pub fn options(args: &ServeArgs) -> server::Options {
     let certs = match &args.tls_dir {
         Some(dir) => CertPaths::in_dir(dir),
         None => CertPaths {
-            cert: args.tls_cert.clone(),
-            key: args.tls_key.clone(),
+            cert: args
+                .tls_cert
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("certs/tls.crt")),
+            key: args
+                .tls_key
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("certs/tls.key")),
         },
     };
     server::Options {
@@ -111,10 +129,10 @@ async fn manage_certificates(
     options: &server::Options,
     watch: &watch::WatchHandle,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
-    if !args.certs.self_managed_certs {
+    if args.certs.self_managed_certs != Some(true) {
         return Ok(None);
     }
-    let timeout = Duration::from_secs(args.watch.api_timeout_seconds.max(1));
+    let timeout = args.watch.api_timeout.max(Duration::from_secs(1));
     let client = watch::connect(&args.watch, timeout).await.map_err(|e| {
         anyhow::anyhow!(
             "self-managed certificates need the cluster (pass --self-managed-certs=false to \
@@ -135,4 +153,95 @@ async fn manage_certificates(
         .await
         .context("cannot set up the self-managed certificates")?;
     Ok(task)
+}
+
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertMode {
+    /// Created, rotated and published in-process (`src/certmgr`).
+    SelfManaged,
+    /// Files something else writes (cert-manager, `ksvc-webhook certs`).
+    Files,
+}
+
+impl CertMode {
+    /// `--self-managed-certs` when given; otherwise self-managed only inside a cluster and only
+    /// when no certificate files were named.
+    pub fn of(args: &ServeArgs, in_cluster: bool) -> Self {
+        let files_named =
+            args.tls_cert.is_some() || args.tls_key.is_some() || args.tls_dir.is_some();
+        match args.certs.self_managed_certs {
+            Some(true) => CertMode::SelfManaged,
+            Some(false) => CertMode::Files,
+            None if in_cluster && !files_named => CertMode::SelfManaged,
+            None => CertMode::Files,
+        }
+    }
+
+    /// The first log line's words for the mode.
+    pub fn describe(self) -> &'static str {
+        match self {
+            CertMode::SelfManaged => "self-managed in the cluster",
+            CertMode::Files => "served from files",
+        }
+    }
+}
+
+// The flags of `serve`.
+
+/// Arguments of `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address of the HTTPS admission listener.
+    #[arg(long, env = "KSVC_WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// PEM certificate chain of the serving certificate (default: `certs/tls.crt`). Given
+    /// outside a cluster, it is served as it is (no self-managed certificates).
+    #[arg(long, env = "KSVC_WEBHOOK_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM (PKCS#8, SEC1 or PKCS#1) private key of the serving certificate (default:
+    /// `certs/tls.key`).
+    #[arg(long, env = "KSVC_WEBHOOK_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Directory holding `tls.crt` and `tls.key` (a mounted `kubernetes.io/tls` Secret);
+    /// overrides `--tls-cert` and `--tls-key`.
+    #[arg(long, env = "KSVC_WEBHOOK_TLS_DIR")]
+    pub tls_dir: Option<PathBuf>,
+    /// How often the certificate files are re-read; a changed valid pair replaces the old one.
+    #[arg(long, env = "KSVC_WEBHOOK_CERT_RELOAD_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    pub cert_reload_interval: Duration,
+    /// Offer HTTP/2 through ALPN (off: kube-apiserver talks HTTP/1.1 to webhooks).
+    #[arg(long, env = "KSVC_WEBHOOK_HTTP2")]
+    pub http2: bool,
+    /// Plain-HTTP address serving only /healthz, /readyz and /metrics (off when unset).
+    #[arg(long, env = "KSVC_WEBHOOK_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// A client that has not finished its TLS handshake or request headers by then is cut off.
+    #[arg(long, env = "KSVC_WEBHOOK_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// After SIGTERM: how long to keep answering (readiness already failing) before draining.
+    #[arg(long, env = "KSVC_WEBHOOK_DRAIN_PERIOD", default_value = "5s", value_parser = parse_duration)]
+    pub drain_period: Duration,
+    /// Tokio worker threads (default: the CPUs this process may run on; 1 runs the
+    /// current-thread scheduler).
+    #[arg(long, env = "KSVC_WEBHOOK_WORKERS")]
+    pub workers: Option<NonZeroUsize>,
+    /// Log line format.
+    #[arg(long, env = "KSVC_WEBHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub watch: WatchArgs,
+    #[command(flatten)]
+    pub certs: CertArgs,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable text.
+    Plain,
 }

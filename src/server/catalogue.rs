@@ -3,7 +3,7 @@
 //! Kubernetes updates a mounted ConfigMap by swapping a `..data` symlink, so the file is read
 //! again on every tick (through the link) rather than watched with inotify. A catalogue that does
 //! not load is reported and counted; the previous one keeps serving. I/O only: parsing and every
-//! rule are [`crate::sidecars`]'.
+//! rule are [`crate::admission::sidecars`]'.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use crate::admission::Policy;
-use crate::sidecars::{self, Catalogue};
+use crate::admission::sidecars::{self, Catalogue};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {

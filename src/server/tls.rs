@@ -42,7 +42,7 @@ pub enum Error {
     #[error("the key does not fit the certificate or is unsupported")]
     Key(#[source] rustls::Error),
     #[error("cannot read the certificate's expiry")]
-    Expiry(#[source] crate::pki::Error),
+    Expiry(#[source] crate::certmgr::pki::Error),
     #[error("invalid TLS settings")]
     Config(#[source] rustls::Error),
 }
@@ -235,7 +235,7 @@ fn parse(raw: &Raw, paths: &CertPaths, provider: &CryptoProvider) -> Result<Load
             path: paths.key.clone(),
         })?;
     let key = CertifiedKey::from_der(chain, key, provider).map_err(Error::Key)?;
-    let not_after = crate::pki::not_after(&String::from_utf8_lossy(&raw.cert))
+    let not_after = crate::certmgr::pki::not_after(&String::from_utf8_lossy(&raw.cert))
         .map_err(Error::Expiry)?
         .unix_timestamp();
     Ok(Loaded {
@@ -249,11 +249,11 @@ mod tests {
     use super::*;
     use time::{Duration as Days, OffsetDateTime};
 
-    fn pair() -> crate::pki::CertKey {
+    fn pair() -> crate::certmgr::pki::CertKey {
         let now = OffsetDateTime::now_utc();
-        let ca = crate::pki::issue_ca("test-ca", now, Days::days(2)).unwrap();
-        let sans = crate::pki::service_sans("svc", "ns");
-        crate::pki::issue_serving(&ca, &sans, now, Days::days(1)).unwrap()
+        let ca = crate::certmgr::pki::issue_ca("test-ca", now, Days::days(2)).unwrap();
+        let sans = crate::certmgr::pki::service_sans("svc", "ns");
+        crate::certmgr::pki::issue_serving(&ca, &sans, now, Days::days(1)).unwrap()
     }
 
     fn paths() -> CertPaths {

@@ -1,15 +1,17 @@
 //! PURE: surgical edits of a raw Knative Service's JSON — the stop edits, the stop label, and a
-//! partial update where every field is optional (seed 002's update configuration).
+//! partial update where every field is optional, as the platform's update configuration is.
 //!
-//! Each edit converges (applying it twice is a no-op), creates missing parents, leaves every other
-//! field alone, and returns whether it changed anything. Must never do I/O.
+//! Every edit goes through the admission [`Editor`], so the loop, the `app` CLI and admission
+//! share one set of path rules. Each edit converges (applying it twice is a no-op), creates
+//! missing parents, leaves every other field alone, and returns whether it changed anything.
+//! Must never do I/O.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::edit::Editor;
+use crate::admission::stop;
+use crate::json::Node;
+use crate::json::edit::Editor;
 use crate::keys;
-use crate::node::Node;
-use crate::stop;
 
 /// Edit a raw Service in place as admission stops it (label `networking.knative.dev/visibility:
 /// cluster-local`, template annotation `autoscaling.knative.dev/min-scale: "0"`, and the
@@ -17,68 +19,52 @@ use crate::stop;
 /// does not know whether the cluster allows zero initial scale, so it never sets `initial-scale`.
 /// Returns whether anything changed.
 pub fn apply_stop_edits(ksvc: &mut Value) -> bool {
+    edit(ksvc, |ed| {
+        let record = stop::restore_record(ed.doc()).ok().flatten();
+        stop::converge(ed, true, record, false);
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .unwrap_or(false)
+}
+
+/// Run `edits` through the admission [`Editor`] on a raw Service: the same path rules (JSON
+/// pointer escaping, missing parents created, a parent of another type left alone) and the same
+/// convergence as admission. Returns whether anything changed; on an error nothing is.
+fn edit<E>(
+    ksvc: &mut Value,
+    edits: impl FnOnce(&mut Editor<'_, 'static>) -> Result<(), E>,
+) -> Result<bool, E> {
     let mut node = Node::from_json(ksvc.take());
-    let record = stop::restore_record(&node).ok().flatten();
     let mut ed = Editor::new(&mut node);
-    stop::converge(&mut ed, true, record, false);
-    let changed = !ed.into_ops().is_empty();
+    let outcome = edits(&mut ed);
+    let changed = outcome.is_ok() && !ed.into_ops().is_empty();
     *ksvc = node.to_json();
-    changed
+    outcome.map(|()| changed)
 }
 
-/// Set `path…/key = value` on a JSON object, creating (or replacing non-object) parents.
-pub fn set_in(root: &mut Value, path: &[&str], key: &str, value: &str) -> bool {
-    let mut node = root;
-    for segment in path {
-        if !node.is_object() {
-            *node = Value::Object(Map::new());
-        }
-        let Value::Object(map) = node else {
-            return false;
-        };
-        node = map
-            .entry(*segment)
-            .or_insert_with(|| Value::Object(Map::new()));
-    }
-    if !node.is_object() {
-        *node = Value::Object(Map::new());
-    }
-    let Value::Object(map) = node else {
-        return false;
-    };
-    let new = Value::String(value.to_owned());
-    if map.get(key) == Some(&new) {
-        return false;
-    }
-    map.insert(key.to_owned(), new);
-    true
+/// The value at `path`: map keys, and indices in arrays.
+fn at_path<'n>(doc: &'n Node<'_>, path: &[&str]) -> Option<&'n Node<'n>> {
+    path.iter().try_fold(doc, |node, token| match node {
+        Node::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
+        _ => node.get(token),
+    })
 }
 
-/// Remove `path…/key`; returns whether it was there.
-pub fn remove_in(root: &mut Value, path: &[&str], key: &str) -> bool {
-    let mut node = root;
-    for segment in path {
-        match node.get_mut(*segment) {
-            Some(next) => node = next,
-            None => return false,
-        }
-    }
-    node.as_object_mut()
-        .is_some_and(|m| m.remove(key).is_some())
+fn text(value: &str) -> Node<'static> {
+    Node::String(value.to_owned().into())
 }
 
 /// Set (`true`) or remove (`false`) the stop label `flyte.org/app-stopped`.
 pub fn set_stopped(ksvc: &mut Value, stopped: bool) -> bool {
-    if stopped {
-        set_in(
-            ksvc,
-            &["metadata", "labels"],
-            keys::LABEL_APP_STOPPED,
-            "true",
-        )
-    } else {
-        remove_in(ksvc, &["metadata", "labels"], keys::LABEL_APP_STOPPED)
-    }
+    const AT: [&str; 3] = ["metadata", "labels", keys::LABEL_APP_STOPPED];
+    let result: Result<bool, Error> = edit(ksvc, |ed| {
+        match stopped {
+            true => ed.set(&AT, text("true")),
+            false => ed.remove(&AT),
+        }
+        Ok(())
+    });
+    result.unwrap_or(false)
 }
 
 /// A partial update of an app: `None` leaves a field unchanged.
@@ -110,44 +96,38 @@ impl AppUpdate {
     /// Apply the given fields to a raw Service; returns whether anything changed.
     pub fn apply(&self, ksvc: &mut Value) -> Result<bool, Error> {
         const ANN: [&str; 4] = ["spec", "template", "metadata", "annotations"];
-        let current = |v: &Value, key: &str| {
-            v.pointer(&format!(
-                "/spec/template/metadata/annotations/{}",
-                key.replace('/', "~1")
-            ))
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse::<u32>().ok())
-        };
-        let min = self
-            .min_scale
-            .or_else(|| current(ksvc, keys::ANNOTATION_MIN_SCALE));
-        let max = self
-            .max_scale
-            .or_else(|| current(ksvc, keys::ANNOTATION_MAX_SCALE));
-        if let (Some(min), Some(max)) = (min, max)
-            && max != 0
-            && max < min
-        {
-            return Err(Error::MaxBelowMin { min, max });
-        }
-        let mut changed = false;
-        if let Some(image) = &self.image {
-            let container = ksvc
-                .pointer_mut("/spec/template/spec/containers/0")
-                .and_then(Value::as_object_mut)
-                .ok_or(Error::NoContainer)?;
-            if container.get("image").and_then(Value::as_str) != Some(image) {
-                container.insert("image".into(), Value::String(image.clone()));
-                changed = true;
+        const CONTAINER: [&str; 5] = ["spec", "template", "spec", "containers", "0"];
+        edit(ksvc, |ed| {
+            let scale = |key: &str| {
+                let at = [&ANN[..], &[key]].concat();
+                at_path(ed.doc(), &at)
+                    .and_then(Node::as_str)
+                    .and_then(|s| s.parse::<u32>().ok())
+            };
+            let min = self.min_scale.or_else(|| scale(keys::ANNOTATION_MIN_SCALE));
+            let max = self.max_scale.or_else(|| scale(keys::ANNOTATION_MAX_SCALE));
+            if let (Some(min), Some(max)) = (min, max)
+                && max != 0
+                && max < min
+            {
+                return Err(Error::MaxBelowMin { min, max });
             }
-        }
-        if let Some(min) = self.min_scale {
-            changed |= set_in(ksvc, &ANN, keys::ANNOTATION_MIN_SCALE, &min.to_string());
-        }
-        if let Some(max) = self.max_scale {
-            changed |= set_in(ksvc, &ANN, keys::ANNOTATION_MAX_SCALE, &max.to_string());
-        }
-        Ok(changed)
+            if let Some(image) = &self.image {
+                if !at_path(ed.doc(), &CONTAINER).is_some_and(Node::is_object) {
+                    return Err(Error::NoContainer);
+                }
+                ed.set(&[&CONTAINER[..], &["image"]].concat(), text(image));
+            }
+            for (key, value) in [
+                (keys::ANNOTATION_MIN_SCALE, self.min_scale),
+                (keys::ANNOTATION_MAX_SCALE, self.max_scale),
+            ] {
+                if let Some(n) = value {
+                    ed.set(&[&ANN[..], &[key]].concat(), text(&n.to_string()));
+                }
+            }
+            Ok(())
+        })
     }
 }
 
@@ -172,6 +152,23 @@ mod tests {
         assert!(set_stopped(&mut v, false));
         assert!(!set_stopped(&mut v, false));
         assert_eq!(v, svc());
+    }
+
+    #[test]
+    fn a_parent_of_another_type_is_left_alone_not_replaced() {
+        let mut v = json!({"metadata": {"labels": "not-a-map"}});
+        assert!(!set_stopped(&mut v, true));
+        assert_eq!(v, json!({"metadata": {"labels": "not-a-map"}}));
+        let mut v = json!({"spec": {"template": {"metadata": {"annotations": ["x"]}}}});
+        let update = AppUpdate {
+            min_scale: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(update.apply(&mut v), Ok(false));
+        assert_eq!(
+            v["spec"]["template"]["metadata"]["annotations"],
+            json!(["x"])
+        );
     }
 
     #[test]

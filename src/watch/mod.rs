@@ -6,18 +6,21 @@
 //! API writes ([`writes`]). [`spawn`] returns at once: admission never waits on this module, and
 //! with no cluster reachable the loop logs once and keeps retrying with backoff.
 
+pub mod args;
 pub mod cache;
 pub mod controller;
 pub mod edit;
 pub mod http;
 pub mod hub;
-pub mod kapi;
-pub mod leader;
 pub mod metrics;
 pub mod plan;
 pub mod status;
 pub mod view;
 pub mod writes;
+
+// The loop's cluster plumbing now lives in `crate::cluster`; these names keep code written against
+// the old paths building while it is merged.
+pub use crate::cluster::{call as kapi, lease as leader};
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -28,9 +31,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::WatchArgs;
-use crate::rbac::ApiCall;
+use crate::cluster::rbac::ApiCall;
 use crate::report::error_chain;
+use args::WatchArgs;
 use controller::{LoopOptions, Shared};
 use hub::Hub;
 use kapi::Backoff;
@@ -103,7 +106,7 @@ pub fn spawn(args: &WatchArgs) -> WatchHandle {
         watch_buffer: args.watch_buffer,
         task: None,
         stop,
-        shutdown_grace: Duration::from_secs(args.api_timeout_seconds.max(1) + 1),
+        shutdown_grace: args.api_timeout.max(Duration::from_secs(1)) + Duration::from_secs(1),
     };
     if args.no_watch {
         tracing::info!("watch loop disabled (--no-watch)");
@@ -125,7 +128,7 @@ async fn run(
     tx: watch::Sender<bool>,
     stop: watch::Receiver<bool>,
 ) {
-    let timeout = Duration::from_secs(args.api_timeout_seconds.max(1));
+    let timeout = args.api_timeout.max(Duration::from_secs(1));
     let mut stopping = stop.clone();
     let client = tokio::select! {
         client = connect_with_backoff(&args, timeout, &shared.metrics) => client,
@@ -139,9 +142,9 @@ async fn run(
             .unwrap_or_else(|| client.default_namespace().to_owned()),
         name: args.lease_name.clone(),
         identity: identity.clone(),
-        lease_duration: Duration::from_secs(args.lease_duration_seconds.max(2)),
-        renew_every: Duration::from_secs((args.lease_duration_seconds / 3).max(1)),
-        retry_every: Duration::from_secs((args.lease_duration_seconds / 5).max(1)),
+        lease_duration: args.lease_duration.max(Duration::from_secs(2)),
+        renew_every: (args.lease_duration / 3).max(Duration::from_secs(1)),
+        retry_every: (args.lease_duration / 5).max(Duration::from_secs(1)),
         api_timeout: timeout,
     };
     let metrics = shared.metrics.clone();
@@ -156,7 +159,7 @@ async fn run(
         namespace: args.watch_namespace.clone(),
         api_timeout: timeout,
         backoff: Backoff::default(),
-        resync_every: Duration::from_secs(args.resync_seconds.max(1)),
+        resync_every: args.resync_interval.max(Duration::from_secs(1)),
         identity,
     };
     tokio::select! {

@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::StatusCode;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use ksvc_webhook::admission::Policy;
-use ksvc_webhook::pki::{self, CertKey};
+use ksvc_webhook::certmgr::pki::{self, CertKey};
 use ksvc_webhook::server::tls::CertPaths;
 use ksvc_webhook::server::{Options, Server, Shutdown};
 use rustls::pki_types::{CertificateDer, ServerName};

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use ksvc_webhook::cluster::call::Backoff;
 use ksvc_webhook::watch::controller::{self, LoopOptions, Shared};
 use ksvc_webhook::watch::hub::{AppKey, AppRecord, Hub};
-use ksvc_webhook::watch::kapi::Backoff;
 use ksvc_webhook::watch::metrics::Metrics;
 use serde_json::{Value, json};
 use tokio::sync::watch;

@@ -5,6 +5,14 @@
 //! (absent when nothing changes), a `status` listing every violation on rejection, and warnings.
 //! Knative Services on CREATE and UPDATE are decided on; everything else is allowed unchanged.
 
+pub mod ksvc;
+pub mod mutate;
+pub mod naming;
+pub mod sidecars;
+pub mod spec_sha;
+pub mod stop;
+pub mod validate;
+
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -12,14 +20,12 @@ use json_patch::PatchOperation;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::edit::Editor;
-use crate::ksvc;
-use crate::mutate::{self, Settings, Target};
-use crate::naming::{self, DomainTemplate};
-use crate::node::{self, Node};
-use crate::sidecars::{self, Catalogue};
-use crate::stop;
-use crate::validate::{self, Operation, Violation};
+use crate::json::edit::Editor;
+use crate::json::{self, Node};
+use mutate::{Settings, Target};
+use naming::DomainTemplate;
+use sidecars::Catalogue;
+use validate::{Operation, Violation};
 
 /// The API version of every review this webhook reads and writes.
 pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
@@ -36,7 +42,7 @@ pub struct Policy {
 }
 
 /// The request part of an AdmissionReview: the fields the decision reads. Decoded from a review,
-/// the objects borrow from its bytes and are skimmed as [`node::parse`] says.
+/// the objects borrow from its bytes and are skimmed as [`json::parse`] says.
 #[derive(Debug, Clone, Default)]
 pub struct Request<'a> {
     pub uid: String,
@@ -240,9 +246,9 @@ pub enum ReviewError {
 /// Decode an AdmissionReview and check it is one this webhook answers.
 pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
     // The fast parser refuses what it does not take; serde_json then reads it or says why not.
-    let mut review = match node::parse::review(body) {
+    let mut review = match json::parse::review(body) {
         Ok(review) => review,
-        Err(node::parse::Refused) => {
+        Err(json::parse::Refused) => {
             serde_json::from_slice::<Node>(body).map_err(|e| ReviewError::Decode(e.to_string()))?
         }
     };

@@ -12,6 +12,7 @@
 //! ([`Node::from_json`]) and own their strings; `serde_json` also parses into a tree directly
 //! (`Node: Deserialize`), which is how a body the fast parser refuses is read after all.
 
+pub mod edit;
 pub mod parse;
 
 use std::borrow::Cow;

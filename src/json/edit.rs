@@ -9,7 +9,7 @@
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use jsonptr::PointerBuf;
 
-use crate::node::{Map, Node};
+use crate::json::{Map, Node};
 
 /// How to take one edit back.
 #[derive(Debug)]

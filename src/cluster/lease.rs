@@ -15,9 +15,9 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 
-use super::kapi::{self, status_code, timed};
-use super::metrics::Metrics;
+use super::call::{self as kapi, status_code, timed};
 use crate::report::error_chain;
+use crate::watch::metrics::Metrics;
 
 /// Where the Lease lives, who we are, and the timings.
 #[derive(Debug, Clone)]

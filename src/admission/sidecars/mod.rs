@@ -33,7 +33,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::spec_sha::{canonical_json, json_sha};
+use crate::admission::spec_sha::{canonical_json, json_sha};
 
 pub use inject::{Injected, Plan, Status, converge, strip};
 pub use params::Params;
@@ -58,7 +58,7 @@ impl fmt::Display for Problem {
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogueError {
     #[error("sidecar catalogue is not valid YAML")]
-    Yaml(#[source] serde_yaml::Error),
+    Yaml(#[source] Box<serde_saphyr::Error>),
     #[error("sidecar catalogue does not have the expected shape")]
     Shape(#[source] serde_json::Error),
     #[error("sidecar catalogue has {} problem(s):\n{}", .0.len(), list(.0))]
@@ -157,7 +157,8 @@ impl Catalogue {
     /// Parse and check a catalogue; every problem is listed, each with its path. An empty
     /// document is the empty catalogue.
     pub fn parse(text: &str) -> Result<Self> {
-        let doc: Value = serde_yaml::from_str(text).map_err(CatalogueError::Yaml)?;
+        let doc: Value = serde_saphyr::from_str_with_options(text, crate::docs::yaml_options())
+            .map_err(|e| CatalogueError::Yaml(Box::new(e)))?;
         let fingerprint = fingerprint_of(&doc);
         let raw: RawCatalogue = match doc {
             Value::Null => RawCatalogue::default(),

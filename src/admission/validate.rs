@@ -5,12 +5,12 @@
 
 use std::fmt;
 
-use crate::node::Node;
+use crate::json::Node;
 
+use crate::admission::ksvc;
+use crate::admission::naming::{self, DomainTemplate};
+use crate::admission::stop;
 use crate::keys;
-use crate::ksvc;
-use crate::naming::{self, DomainTemplate};
-use crate::stop;
 
 /// One broken rule.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use crate::ksvc;
+use crate::admission::ksvc;
 
 /// The placeholders a template may use.
 pub const NAMES: [&str; 5] = [".Namespace", ".Name", ".Project", ".Domain", ".AppName"];
@@ -30,7 +30,7 @@ pub struct Params {
 
 impl Params {
     /// The values of `doc` as it stands (after the webhook set its name), in `namespace`.
-    pub fn of(doc: &crate::node::Node, namespace: &str) -> Self {
+    pub fn of(doc: &crate::json::Node, namespace: &str) -> Self {
         let name = ksvc::name(doc).to_string();
         match ksvc::identity(doc) {
             Some(id) => Self {
@@ -59,7 +59,7 @@ impl Params {
             &self.domain,
             &self.app_name,
         ];
-        crate::spec_sha::json_sha(&serde_json::json!(values))
+        crate::admission::spec_sha::json_sha(&serde_json::json!(values))
     }
 
     fn lookup(&self, key: &str) -> Option<&str> {
@@ -208,7 +208,7 @@ mod tests {
     #[test]
     fn unmanaged_app_name_is_the_name() {
         let doc = json!({"metadata": {"name": "web"}});
-        let p = Params::of(&crate::node::Node::from_json(doc), "ns");
+        let p = Params::of(&crate::json::Node::from_json(doc), "ns");
         assert_eq!((p.app_name.as_str(), p.project.as_str()), ("web", ""));
     }
 }

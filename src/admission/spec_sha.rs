@@ -5,11 +5,11 @@
 //! into a buffer that is handed to the hasher in chunks of [`CHUNK`] bytes: many tiny writes to a
 //! hasher cost more than the copy, and one buffer for a 200 KB spec would keep growing. Text a
 //! review left raw is copied as it is when the parser found it canonical already, and otherwise
-//! written canonically by [`node::parse::canonical`] without building a tree.
+//! written canonically by [`json::parse::canonical`] without building a tree.
 
 use sha2::{Digest, Sha256};
 
-use crate::node::{self, Node};
+use crate::json::{self, Node};
 
 /// How many hex characters of the digest the annotation keeps.
 pub const SHA_HEX_LEN: usize = 16;
@@ -58,7 +58,7 @@ struct Out<'a> {
     buf: Vec<u8>,
     hasher: Option<Sha256>,
     /// Scratch for writing raw text (an env list can hold thousands of raw entries).
-    members: node::parse::Members<'a>,
+    members: json::parse::Members<'a>,
 }
 
 impl Out<'_> {
@@ -112,7 +112,7 @@ fn write_canonical<'a>(value: &Node<'a>, out: &mut Out<'a>) {
             canonical: false,
         } => {
             let at = buf.len();
-            if node::parse::canonical(text, buf, &mut out.members).is_err() {
+            if json::parse::canonical(text, buf, &mut out.members).is_err() {
                 buf.truncate(at);
                 buf.extend_from_slice(b"null");
             }
@@ -163,7 +163,7 @@ pub(crate) fn write_string(s: &str, out: &mut Vec<u8>) {
     let bytes = s.as_bytes();
     out.push(b'"');
     let mut start = 0;
-    if node::find_special(bytes).is_some() {
+    if json::find_special(bytes).is_some() {
         for (at, &b) in bytes.iter().enumerate() {
             let escaped: &[u8] = match b {
                 b'"' => b"\\\"",
@@ -246,7 +246,7 @@ mod tests {
             // serde_json escapes the same characters; it spells other controls the same way.
             proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&s).unwrap());
             let first = s.bytes().position(|b| b < 0x20 || b == b'"' || b == b'\\');
-            proptest::prop_assert_eq!(node::find_special(s.as_bytes()), first);
+            proptest::prop_assert_eq!(json::find_special(s.as_bytes()), first);
         }
 
         #[test]

@@ -3,7 +3,7 @@
 //! The object stays a JSON tree ([`Node`]) so fields unknown to any Rust type survive every edit;
 //! these helpers only read. Paths are token lists (JSON Pointer segments, unescaped).
 
-use crate::node::{Map, Node};
+use crate::json::{Map, Node};
 
 use crate::keys;
 

@@ -11,10 +11,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Params, Template, params};
-use crate::edit::Editor;
+use crate::admission::ksvc;
+use crate::json::Node;
+use crate::json::edit::Editor;
 use crate::keys;
-use crate::ksvc;
-use crate::node::Node;
 
 /// One template as injected.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,22 +1,22 @@
 //! PURE: the edits admission makes to a valid KService, and their inverse.
 //!
 //! [`inject`] converges an object on what the webhook owns: the managed name, the stop state,
-//! `INTERNAL_APP_ENDPOINT_PATTERN`, the selected sidecars (see [`crate::sidecars`]), the
+//! `INTERNAL_APP_ENDPOINT_PATTERN`, the selected sidecars (see [`crate::admission::sidecars`]), the
 //! managed-app annotations and the spec SHA. [`strip`] takes all of it away again, giving the
 //! object as the user wrote it; the spec SHA is computed over `strip`'s result, so it is the same
 //! whether or not the object was already mutated, stopped or given sidecars.
 
 use serde_json::json;
 
-use crate::node::Node;
+use crate::json::Node;
 
-use crate::edit::Editor;
+use crate::admission::ksvc::{self, Identity};
+use crate::admission::naming::{self, AppName};
+use crate::admission::sidecars;
+use crate::admission::spec_sha::spec_sha;
+use crate::admission::stop::{self, Restore};
+use crate::json::edit::Editor;
 use crate::keys;
-use crate::ksvc::{self, Identity};
-use crate::naming::{self, AppName};
-use crate::sidecars;
-use crate::spec_sha::spec_sha;
-use crate::stop::{self, Restore};
 
 /// Settings the edits depend on.
 #[derive(Debug, Clone)]

@@ -24,7 +24,8 @@ use std::borrow::Cow;
 use serde_json::Number;
 
 use super::{Map, Node};
-use crate::{keys, spec_sha};
+use crate::admission::spec_sha;
+use crate::keys;
 
 /// Nesting deeper than this is refused (as `serde_json` does at 128), so no input can exhaust
 /// the stack of a parser, a hasher or a destructor that recurse.
@@ -512,7 +513,7 @@ impl<'a> Parser<'a> {
         Number::from_f64(float).ok_or(Refused)
     }
 
-    /// Write the canonical JSON of the next value (see [`crate::spec_sha`]).
+    /// Write the canonical JSON of the next value (see [`crate::admission::spec_sha`]).
     fn canonical(&mut self, out: &mut Vec<u8>, depth: usize) -> Result<(), Refused> {
         if depth > MAX_DEPTH {
             return Err(Refused);

@@ -9,12 +9,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::node::Node;
+use crate::json::Node;
 use serde::{Deserialize, Serialize};
 
-use crate::edit::Editor;
+use crate::admission::ksvc;
+use crate::json::edit::Editor;
 use crate::keys;
-use crate::ksvc;
 
 /// Where a stop-controlled key lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,13 +6,13 @@
 //! sidecar container or volume name that the user's own already uses, or a user container
 //! without the port Knative needs once sidecars join it, is a [`Violation`].
 
-use crate::node::Node;
+use crate::json::Node;
 
 use super::inject::{Kind, Plan, Status};
 use super::{Catalogue, Template};
+use crate::admission::ksvc;
+use crate::admission::validate::Violation;
 use crate::keys;
-use crate::ksvc;
-use crate::validate::Violation;
 
 fn violation(rule: &'static str, path: String, problem: String, fix: String) -> Violation {
     Violation {

@@ -1,0 +1,10 @@
+//! Cluster plumbing shared by the watch loop, the certificate manager and the `app` CLI: one
+//! timed call, one backoff, one retry-on-conflict read-modify-write ([`call`]), the Lease
+//! election ([`lease`]), and the list of API calls each part makes, which the RBAC manifests must
+//! grant exactly ([`rbac`]).
+//!
+//! Knows the Kubernetes API, never a KService's meaning: what to write is decided elsewhere.
+
+pub mod call;
+pub mod lease;
+pub mod rbac;
