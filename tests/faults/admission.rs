@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use ksvc_webhook::config::WatchArgs;
+use ksvc_webhook::watch::args::WatchArgs;
 
 use crate::common::{SLACK, since_fault};
 use crate::harness;
@@ -28,9 +28,9 @@ async fn admission_answers_and_readyz_tells_the_truth_while_the_lists_fail() {
         lease_namespace: Some("system".into()),
         lease_name: "ksvc-webhook-watch".into(),
         pod_name: Some("replica-a".into()),
-        lease_duration_seconds: 15,
-        api_timeout_seconds: 3,
-        resync_seconds: 300,
+        lease_duration: Duration::from_secs(15),
+        api_timeout: Duration::from_secs(3),
+        resync_interval: Duration::from_secs(300),
         watch_buffer: 16,
     };
     let mut watch = None;

@@ -26,13 +26,13 @@ const TIMES: u32 = 2;
 
 pub fn args() -> CertArgs {
     CertArgs {
-        self_managed_certs: true,
+        self_managed_certs: Some(true),
         cert_secret: SECRET.into(),
         webhook_config_name: CONFIG.into(),
         service_name: "ksvc-webhook".into(),
         namespace: NS.into(),
-        cert_sync_seconds: 60,
-        cert_bootstrap_seconds: 60,
+        cert_sync_interval: Duration::from_secs(60),
+        cert_bootstrap_timeout: Duration::from_secs(60),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Leader election with every Lease call failing first: get, create, and update (a renewal).
 //!
 //! Bound: a replica whose round failed (or lost a race) is not leading and tries again after
-//! `retry_every` (production: a fifth of `--lease-duration-seconds`, 3 s); a call that never
+//! `retry_every` (production: a fifth of `--lease-duration`, 3 s); a call that never
 //! answers costs the API timeout first. Any failed renewal drops leadership at once: a replica
 //! that cannot prove it leads must not write.
 

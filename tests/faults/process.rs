@@ -124,7 +124,7 @@ async fn a_killed_leader_is_replaced_within_the_lease_duration_and_the_stop_fini
     assert_eq!(fake.requests_to(Method::DELETE, "revisions").len(), 1);
 }
 
-/// Round period of the certificate loops here (production: `--cert-sync-seconds`, 60 s).
+/// Round period of the certificate loops here (production: `--cert-sync-interval`, 60 s).
 const PERIOD: Duration = Duration::from_millis(500);
 
 /// A leader's and a follower's certificate managers, bootstrapped and running.

@@ -1,5 +1,5 @@
 //! `serve` against an API server that never lets it start: it must give up within
-//! `--cert-bootstrap-seconds`, exit non-zero, and say in one line what it gave up on.
+//! `--cert-bootstrap-timeout`, exit non-zero, and say in one line what it gave up on.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,7 +45,11 @@ async fn serve(fake: &FakeApi) -> (Option<i32>, String, String, Duration) {
         .arg(&kubeconfig)
         .arg("--tls-dir")
         .arg(&certs)
-        .args(["--cert-bootstrap-seconds", &BUDGET_SECS.to_string()])
+        .args([
+            "--self-managed-certs=true",
+            "--cert-bootstrap-timeout",
+            &format!("{BUDGET_SECS}s"),
+        ])
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
