@@ -86,8 +86,23 @@ fn held_spec(opts: &LeaseOptions, now: Timestamp, base: Option<LeaseSpec>) -> Le
     spec
 }
 
-/// One election round: true when we hold the lease afterwards.
-pub async fn try_lead(api: &Api<Lease>, opts: &LeaseOptions, now: Timestamp) -> kapi::Result<bool> {
+/// How one election round ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Round {
+    /// We hold the lease.
+    Leading,
+    /// Another replica holds a valid lease.
+    Following { holder: String },
+    /// Another replica wrote the Lease between our read and our write (409).
+    LostRace,
+}
+
+/// One election round.
+pub async fn try_lead(
+    api: &Api<Lease>,
+    opts: &LeaseOptions,
+    now: Timestamp,
+) -> kapi::Result<Round> {
     let what = format!("lease {}/{}", opts.namespace, opts.name);
     let current = timed(&what, opts.api_timeout, api.get_opt(&opts.name)).await?;
     let step = decide(
@@ -97,7 +112,7 @@ pub async fn try_lead(api: &Api<Lease>, opts: &LeaseOptions, now: Timestamp) -> 
     );
     let pp = PostParams::default();
     let result = match (step, current) {
-        (Step::Follow { .. }, _) => return Ok(false),
+        (Step::Follow { holder }, _) => return Ok(Round::Following { holder }),
         (Step::Create, _) | (_, None) => {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -121,8 +136,10 @@ pub async fn try_lead(api: &Api<Lease>, opts: &LeaseOptions, now: Timestamp) -> 
         }
     };
     match result {
-        Ok(_) => Ok(true),
-        Err(kapi::Error::Api { source, .. }) if status_code(&source) == Some(409) => Ok(false),
+        Ok(_) => Ok(Round::Leading),
+        Err(kapi::Error::Api { source, .. }) if status_code(&source) == Some(409) => {
+            Ok(Round::LostRace)
+        }
         Err(e) => Err(e),
     }
 }
@@ -138,9 +155,18 @@ pub async fn run_elector(
     mut stop: watch::Receiver<bool>,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &opts.namespace);
+    let mut followed: Option<String> = None;
     while !*stop.borrow() {
         let leading = match try_lead(&api, &opts, Timestamp::now()).await {
-            Ok(leading) => leading,
+            Ok(Round::Following { holder }) => {
+                // Once per holder: a follower's rounds are a wait, said once, not every round.
+                if followed.as_ref() != Some(&holder) {
+                    tracing::info!(%holder, retry_every = ?opts.retry_every, "following the leader; taking over if its Lease expires or is released");
+                    followed = Some(holder);
+                }
+                false
+            }
+            Ok(round) => round == Round::Leading,
             Err(error) => {
                 metrics.error("lease");
                 // One line per round: the next round is the retry, `retry_every` away.

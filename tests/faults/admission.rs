@@ -28,9 +28,9 @@ async fn admission_answers_and_readyz_tells_the_truth_while_the_lists_fail() {
         lease_namespace: Some("system".into()),
         lease_name: "ksvc-webhook-watch".into(),
         pod_name: Some("replica-a".into()),
-        lease_duration: std::time::Duration::from_secs(15),
-        api_timeout: std::time::Duration::from_secs(3),
-        resync_interval: std::time::Duration::from_secs(300),
+        lease_duration: Duration::from_secs(15),
+        api_timeout: Duration::from_secs(3),
+        resync_interval: Duration::from_secs(300),
         watch_buffer: 16,
     };
     let mut watch = None;
@@ -40,9 +40,9 @@ async fn admission_answers_and_readyz_tells_the_truth_while_the_lists_fail() {
             let handle = ksvc_webhook::watch::spawn(&args);
             let open = StatusApiArgs {
                 status_auth: false,
-                status_auth_cache_ttl: std::time::Duration::from_secs(10),
+                status_auth_cache_ttl: Duration::from_secs(10),
                 status_auth_cache_size: 16,
-                status_auth_timeout: std::time::Duration::from_secs(2),
+                status_auth_timeout: Duration::from_secs(2),
                 max_watch_streams: 16,
                 max_watch_streams_per_caller: 4,
                 metrics_auth: false,

@@ -31,8 +31,8 @@ pub fn args() -> CertArgs {
         webhook_config_name: CONFIG.into(),
         service_name: "ksvc-webhook".into(),
         namespace: NS.into(),
-        cert_sync_interval: std::time::Duration::from_secs(60),
-        cert_bootstrap_timeout: std::time::Duration::from_secs(60),
+        cert_sync_interval: Duration::from_secs(60),
+        cert_bootstrap_timeout: Duration::from_secs(60),
     }
 }
 

@@ -90,7 +90,6 @@ async fn row(verb: &'static str, fault: Fault) -> Outcome {
     let elector = leader::run_elector(fake.client(), options("me"), tx, Metrics::default(), stop);
     let elector = tokio::spawn(elector.with_subscriber(logs.dispatch()));
     let call = format!("leases {verb}");
-    let injected = Instant::now();
     if verb == "update" {
         // A renewal: lead first, then every renewal fails for a while.
         until("the first lease is won", Duration::from_secs(10), || {
@@ -99,6 +98,7 @@ async fn row(verb: &'static str, fault: Fault) -> Outcome {
         .await;
         fake.inject(verb, "leases", None, fault, times);
     }
+    let injected = Instant::now();
     let limit = Duration::from_secs(20);
     until("the fault is served", limit, || fake.faults_left() == 0).await;
     let stopped = fake.last_fault_at().unwrap();

@@ -87,6 +87,17 @@ async fn a_killed_leader_is_replaced_within_the_lease_duration_and_the_stop_fini
     })
     .await;
     assert!(!b.leads());
+    // The follower says once what it waits for.
+    let following = logs.text();
+    let following = following
+        .lines()
+        .filter(|l| l.contains("following the leader"));
+    assert_eq!(
+        following.filter(|l| l.contains("holder=replica-a")).count(),
+        1,
+        "{}",
+        logs.text()
+    );
 
     a.kill();
     let killed = Instant::now();

@@ -45,8 +45,11 @@ async fn serve(fake: &FakeApi) -> (Option<i32>, String, String, Duration) {
         .arg(&kubeconfig)
         .arg("--tls-dir")
         .arg(&certs)
-        .args(["--self-managed-certs", "--cert-bootstrap-timeout"])
-        .arg(format!("{BUDGET_SECS}s"))
+        .args([
+            "--self-managed-certs=true",
+            "--cert-bootstrap-timeout",
+            &format!("{BUDGET_SECS}s"),
+        ])
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -154,155 +154,175 @@ fn expectation(verb: &str, fault: Fault) -> (&'static [&'static str], bool) {
     (line, failing)
 }
 
-async fn row(verb: &'static str, resource: &'static str, fault: Fault) -> Outcome {
-    let fake = FakeApi::start().await;
-    let logs = Logs::default();
-    let call = format!("{resource} {verb}");
-    let writes = matches!(verb, "update" | "delete" | "create");
-    match verb {
-        "update" => fake.put(
-            "services",
-            ksvc("app", true, false, 1, &["app-00001"], "app-00001"),
-        ),
-        "delete" | "create" => stop_ready_for_teardown(&fake),
-        _ => {
-            fake.put(
-                "services",
-                ksvc("first", false, false, 1, &["first-00001"], "first-00001"),
-            );
-            fake.put("revisions", revision("first", "first-00001", 1, false));
+/// One row: a call, its fault, and how often the fault is served.
+struct Row {
+    verb: &'static str,
+    resource: &'static str,
+    fault: Fault,
+    times: u32,
+    /// `resource verb × fault`, for messages.
+    name: String,
+}
+
+impl Row {
+    fn new(verb: &'static str, resource: &'static str, fault: Fault) -> Self {
+        // Events are best effort: one is lost, the next one must get through.
+        let times = match (verb, fault) {
+            ("create", _) | (_, Fault::Hang) => 1,
+            _ => TIMES,
+        };
+        let name = format!("{resource} {verb} × {fault:?}");
+        Self {
+            verb,
+            resource,
+            fault,
+            times,
+            name,
         }
     }
-    // Events are best effort: one lost, the next one must get through.
-    let times = match (verb, fault) {
-        ("create", _) | (_, Fault::Hang) => 1,
-        _ => TIMES,
-    };
-    fake.inject(verb, resource, None, fault, times);
-    let read_timeout = (fault == Fault::Hang).then_some(READ_TIMEOUT);
-    let resync = match (verb, fault) {
-        ("delete", Fault::Status(404)) => Duration::from_secs(2),
-        _ => Duration::from_secs(3600),
-    };
-    let leader = watch::channel(writes).1;
-    let replica = Loop::spawn(client(&fake, read_timeout), "me", leader, &logs, resync);
-    let limit = Duration::from_secs(30);
-    until(
-        &format!("{call} × {fault:?}: the fault is served"),
-        limit,
-        || fake.faults_left() == 0,
-    )
-    .await;
-    let stopped = fake.last_fault_at().unwrap();
-    let recovered = match verb {
-        "list" => {
-            until(
-                &format!("{call} × {fault:?}: the cache synced"),
-                limit,
-                || replica.synced_at().is_some(),
-            )
-            .await;
-            let synced_at = replica.synced_at().unwrap();
-            assert!(
-                synced_at > stopped,
-                "{call} × {fault:?}: not ready before the lists succeed"
-            );
-            synced_at
-        }
-        "watch" => {
-            // The first `times` watches were the faulted ones.
-            let rewatched = until(
-                &format!("{call} × {fault:?}: the watch is open again"),
-                limit,
-                || watches(&fake, resource) > times as usize,
-            )
-            .await;
-            if resource == "services" {
-                fake.put("services", ksvc("late", false, false, 1, &[], ""));
-                until(
-                    &format!("{call} × {fault:?}: the late app is served"),
-                    limit,
-                    || replica.app("late"),
-                )
-                .await;
+
+    fn writes(&self) -> bool {
+        matches!(self.verb, "update" | "delete" | "create")
+    }
+
+    /// The objects the row starts from.
+    fn seed(&self, fake: &FakeApi) {
+        match self.verb {
+            "update" => fake.put(
+                "services",
+                ksvc("app", true, false, 1, &["app-00001"], "app-00001"),
+            ),
+            "delete" | "create" => stop_ready_for_teardown(fake),
+            _ => {
+                let first = ksvc("first", false, false, 1, &["first-00001"], "first-00001");
+                fake.put("services", first);
+                fake.put("revisions", revision("first", "first-00001", 1, false));
             }
-            rewatched
         }
-        "update" => {
-            until(
-                &format!("{call} × {fault:?}: the stop edits are applied"),
-                limit,
-                || {
+    }
+
+    /// Resync period: only a Revision the API called gone waits for it.
+    fn resync(&self) -> Duration {
+        match (self.verb, self.fault) {
+            ("delete", Fault::Status(404)) => Duration::from_secs(2),
+            _ => Duration::from_secs(3600),
+        }
+    }
+
+    /// Wait until the loop did what the faulted call was for; when it did.
+    async fn recovered(&self, fake: &FakeApi, replica: &Loop, stopped: Instant) -> Instant {
+        let limit = Duration::from_secs(30);
+        let what = |goal: &str| format!("{}: {goal}", self.name);
+        match self.verb {
+            "list" => {
+                until(&what("the cache synced"), limit, || {
+                    replica.synced_at().is_some()
+                })
+                .await;
+                let synced_at = replica.synced_at().unwrap();
+                assert!(
+                    synced_at > stopped,
+                    "{}: ready before the lists succeeded",
+                    self.name
+                );
+                synced_at
+            }
+            "watch" => {
+                // The first `times` watches were the faulted ones.
+                let resource = self.resource;
+                let reopened = || watches(fake, resource) > self.times as usize;
+                let rewatched = until(&what("the watch is open again"), limit, reopened).await;
+                if resource == "services" {
+                    fake.put("services", ksvc("late", false, false, 1, &[], ""));
+                    until(&what("the late app is served"), limit, || {
+                        replica.app("late")
+                    })
+                    .await;
+                }
+                rewatched
+            }
+            "update" => {
+                let edited = || {
                     fake.get("services", "apps", "app").is_some_and(|s| {
                         s["metadata"]["labels"]["networking.knative.dev/visibility"]
                             == "cluster-local"
                     })
-                },
-            )
-            .await
+                };
+                until(&what("the stop edits are applied"), limit, edited).await
+            }
+            "delete" => {
+                let gone = || fake.get("revisions", "apps", "app-00001").is_none();
+                until(&what("app-00001 is deleted"), limit, gone).await
+            }
+            _ => {
+                let later = || event_reasons(fake).contains(&"AppStopped".to_owned());
+                until(&what("a later event is recorded"), limit, later).await
+            }
         }
-        "delete" => {
-            until(
-                &format!("{call} × {fault:?}: app-00001 is deleted"),
-                limit,
-                || fake.get("revisions", "apps", "app-00001").is_none(),
-            )
-            .await
+    }
+
+    /// The retry lines logged for this call; checks one per failed attempt.
+    fn check_logs(&self, logs: &Logs) -> usize {
+        let (line, failing) = expectation(self.verb, self.fault);
+        let mut needles = line.to_vec();
+        let field = format!("resource=\"{}\"", self.resource);
+        if !self.writes() {
+            needles.push(&field);
         }
-        _ => {
-            until(
-                &format!("{call} × {fault:?}: a later event is recorded"),
-                limit,
-                || event_reasons(&fake).contains(&"AppStopped".to_owned()),
-            )
-            .await
+        let warns = logs.warns(&needles).len();
+        let expected = if failing { self.times as usize } else { 0 };
+        let text = logs.text();
+        match self.fault {
+            // An idle healthy watch also ends at this short read timeout and is logged too.
+            Fault::Hang if !self.writes() => assert!(warns >= expected, "{}\n{text}", self.name),
+            _ => assert_eq!(warns, expected, "{}\n{text}", self.name),
         }
-    };
-    if writes {
+        warns
+    }
+
+    /// The backoff step (or timeout) after which the loop must have recovered.
+    fn bound(&self) -> Duration {
+        let (_, failing) = expectation(self.verb, self.fault);
+        let steps = Backoff::default();
+        match (self.verb, self.fault, failing) {
+            (_, Fault::Throttled, _) => Duration::from_secs(1),
+            ("list" | "watch", Fault::Hang, _) => READ_TIMEOUT + watcher_step(1),
+            ("list" | "watch", _, _) => watcher_step(self.times),
+            ("delete", Fault::Status(404), _) => self.resync(),
+            (_, Fault::Hang, _) => API_TIMEOUT + steps.delay(0),
+            ("create", _, _) => Duration::ZERO,
+            (_, _, _) => steps.delay(self.times - 1),
+        }
+    }
+}
+
+async fn row(verb: &'static str, resource: &'static str, fault: Fault) -> Outcome {
+    let row = Row::new(verb, resource, fault);
+    let fake = FakeApi::start().await;
+    let logs = Logs::default();
+    row.seed(&fake);
+    fake.inject(verb, resource, None, fault, row.times);
+    let read_timeout = (fault == Fault::Hang).then_some(READ_TIMEOUT);
+    let leader = watch::channel(row.writes()).1;
+    let client = client(&fake, read_timeout);
+    let replica = Loop::spawn(client, "me", leader, &logs, row.resync());
+    let limit = Duration::from_secs(30);
+    let served = format!("{}: the fault is served", row.name);
+    until(&served, limit, || fake.faults_left() == 0).await;
+    let stopped = fake.last_fault_at().unwrap();
+    let recovered = row.recovered(&fake, &replica, stopped).await;
+    if row.writes() {
         // Ready once the first round of reconciles (writes included) is done.
-        until(
-            &format!("{call} × {fault:?}: the loop is ready"),
-            limit,
-            || replica.synced(),
-        )
-        .await;
-        let served = (replica.synced(), replica.app("app"));
-        assert_eq!(
-            served,
-            (true, true),
-            "{call} × {fault:?}: status is still served\n{}",
-            logs.text()
-        );
+        let ready = format!("{}: the loop is ready", row.name);
+        until(&ready, limit, || replica.synced()).await;
+        assert!(replica.app("app"), "{}: status is still served", row.name);
     }
-    let (line, failing) = expectation(verb, fault);
-    let mut needles = line.to_vec();
-    let field = format!("resource=\"{resource}\"");
-    if !writes {
-        needles.push(&field);
-    }
-    let warns = logs.warns(&needles).len();
-    let expected = if failing { times as usize } else { 0 };
-    match fault {
-        // An idle healthy watch also ends at this short read timeout and is logged too.
-        Fault::Hang if !writes => assert!(warns >= expected, "{call} × {fault:?}\n{}", logs.text()),
-        _ => assert_eq!(warns, expected, "{call} × {fault:?}\n{}", logs.text()),
-    }
-    let steps = Backoff::default();
-    let bound = match (verb, fault, failing) {
-        (_, Fault::Throttled, _) => Duration::from_secs(1),
-        ("list" | "watch", Fault::Hang, _) => READ_TIMEOUT + watcher_step(1),
-        ("list" | "watch", _, _) => watcher_step(times),
-        ("delete", Fault::Status(404), _) => resync,
-        (_, Fault::Hang, _) => API_TIMEOUT + steps.delay(0),
-        ("create", _, _) => Duration::ZERO,
-        (_, _, _) => steps.delay(times - 1),
-    };
     Outcome {
-        call,
+        call: format!("{resource} {verb}"),
         fault,
         recovered_in: since_fault(&fake, recovered),
-        bound,
-        warns,
+        bound: row.bound(),
+        warns: row.check_logs(&logs),
     }
 }
 

@@ -5,7 +5,8 @@
 //! with [`FakeApi::disconnect_watches`]; writes check resourceVersion and delete preconditions and
 //! answer 409/404 with `Status` bodies; [`FakeApi::fail_puts`] injects conflicting writers and
 //! [`FakeApi::inject`] any [`Fault`] (an error status, throttling, no answer, a dropped
-//! connection) into the next calls of one verb on one resource. Every request is recorded. Only what the watch loop and the `app` CLI use is implemented.
+//! connection) into the next calls of one verb on one resource. Every request is recorded. Only what the watch loop, the `app` CLI and the certificate manager use is
+//! implemented (JSON Patch for the webhook configuration's caBundle).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

@@ -1,5 +1,5 @@
-//! The fake's HTTP side: path parsing and the list / watch / get / create / replace / delete
-//! handlers, speaking Kubernetes JSON.
+//! The fake's HTTP side: path parsing and the list / watch / get / create / replace / JSON patch /
+//! delete handlers, speaking Kubernetes JSON.
 
 use std::collections::HashMap;
 
