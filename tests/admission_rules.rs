@@ -1,8 +1,10 @@
-//! Table tests of every admission rule, through the same `decide` the server calls.
+//! Table tests of every admission rule, through the same `decode` and `decide` the server calls:
+//! each request is a serialized AdmissionReview read by the server's parser and skim table.
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
 use ksvc_webhook::admission::{self, Decision, GroupVersionKind, Policy, Request};
+use ksvc_webhook::ksvc;
 use ksvc_webhook::mutate::Settings;
 use ksvc_webhook::naming::DomainTemplate;
 use serde_json::{Value, json};
@@ -32,8 +34,20 @@ fn managed(extra_labels: Value) -> Value {
     app(json!({"namespace": "flyte", "labels": labels}))
 }
 
+/// A review of `object` as kube-apiserver sends one, decoded as the server decodes it: the rules
+/// decide on exactly the tree they see in production (skimmed fields stay text).
 fn request(op: &str, object: Value, old: Option<Value>) -> Request<'static> {
-    Request::kservice("u-1", op, "default", object, old)
+    let body = serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "kind": {"group": "serving.knative.dev", "version": "v1", "kind": "Service"},
+            "operation": op, "namespace": "default", "object": object, "oldObject": old,
+        },
+    }))
+    .unwrap();
+    admission::decode(&body).unwrap().into_owned()
 }
 
 fn create(object: Value) -> Decision<'static> {
@@ -548,4 +562,39 @@ fn dry_run_gets_the_same_answer() {
     let dry = admission::review(&body(true), &Policy::default()).unwrap();
     assert_eq!(wet.body, dry.body);
     assert!(dry.summary.dry_run);
+}
+
+/// A rule that reads a field the skim table leaves as text would find nothing in production; in
+/// a debug build the read panics and names the path to add to `admission::skim`.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "request.object.spec.template.spec.nodeSelector")]
+fn a_rule_reading_a_skimmed_field_trips_the_debug_assertion() {
+    let mut obj = app(json!({"name": "x"}));
+    obj["spec"]["template"]["spec"]["nodeSelector"] = json!({"disk": "ssd"});
+    let req = request("CREATE", obj, None);
+    let object = req.object.unwrap();
+    // What a rule on node selectors would read.
+    let _ = ksvc::get(
+        &object,
+        &["spec", "template", "spec", "nodeSelector", "disk"],
+    );
+}
+
+/// `Request::kservice`, which the offline CLI decides on, reads objects as the server does.
+#[test]
+fn kservice_requests_are_skimmed_as_reviews_are() {
+    let mut obj = app(json!({"name": "x"}));
+    obj["spec"]["template"]["spec"]["nodeSelector"] = json!({"disk": "ssd"});
+    let from_cli = Request::kservice("u-1", "CREATE", "default", obj.clone(), None);
+    let from_review = request("CREATE", obj, None);
+    let pod = |r: &Request| {
+        let object = r.object.as_ref().unwrap();
+        matches!(
+            ksvc::get(object, &["spec", "template", "spec"])
+                .and_then(|p| p.as_object()?.get("nodeSelector")),
+            Some(ksvc_webhook::node::Node::Raw { .. })
+        )
+    };
+    assert!(pod(&from_cli) && pod(&from_review));
 }
