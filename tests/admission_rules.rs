@@ -7,6 +7,7 @@ use ksvc_webhook::admission::{self, Decision, GroupVersionKind, Policy, Request}
 use ksvc_webhook::ksvc;
 use ksvc_webhook::mutate::Settings;
 use ksvc_webhook::naming::DomainTemplate;
+use ksvc_webhook::node::Node;
 use serde_json::{Value, json};
 
 fn kservice(meta: Value, containers: Value) -> Value {
@@ -593,8 +594,47 @@ fn kservice_requests_are_skimmed_as_reviews_are() {
         matches!(
             ksvc::get(object, &["spec", "template", "spec"])
                 .and_then(|p| p.as_object()?.get("nodeSelector")),
-            Some(ksvc_webhook::node::Node::Raw { .. })
+            Some(Node::Raw { .. })
         )
     };
     assert!(pod(&from_cli) && pod(&from_review));
+}
+
+/// A spec whose canonical JSON cannot be written is refused with an internal error (code 500 in
+/// the status, no patch), never hashed as something else.
+#[test]
+fn a_spec_that_cannot_be_hashed_is_refused_never_given_a_wrong_sha() {
+    let mut req = request("CREATE", managed(json!({})), None);
+    let spec = req
+        .object
+        .as_mut()
+        .and_then(|o| o.get_mut("spec"))
+        .and_then(|s| s.as_object_mut())
+        .unwrap();
+    // Text no parser would have kept: as if it had skimmed a value it cannot read again.
+    let broken = Node::Raw {
+        text: "{\"a\":".into(),
+        canonical: false,
+        at: Default::default(),
+    };
+    spec.insert("broken", broken);
+    let d = admission::decide(req, &Policy::default());
+    assert!(!d.allowed && d.ops.is_empty());
+    assert!(
+        d.failure.as_deref().unwrap().contains("spec SHA"),
+        "{:?}",
+        d.failure
+    );
+    let response: Value = serde_json::from_slice(&admission::encode("u-1", &d).unwrap()).unwrap();
+    let response = &response["response"];
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 500);
+    assert_eq!(response["status"]["reason"], "InternalError");
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not read as JSON")
+    );
+    assert!(response.get("patch").is_none());
 }
