@@ -1,10 +1,13 @@
-//! Table tests of every admission rule, through the same `decide` the server calls.
+//! Table tests of every admission rule, through the same `decode` and `decide` the server calls:
+//! each request is a serialized AdmissionReview read by the server's parser and skim table.
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
+use ksvc_webhook::admission::ksvc;
 use ksvc_webhook::admission::mutate::Settings;
 use ksvc_webhook::admission::naming::DomainTemplate;
 use ksvc_webhook::admission::{self, Decision, GroupVersionKind, Policy, Request};
+use ksvc_webhook::json::Node;
 use serde_json::{Value, json};
 
 fn kservice(meta: Value, containers: Value) -> Value {
@@ -32,8 +35,20 @@ fn managed(extra_labels: Value) -> Value {
     app(json!({"namespace": "flyte", "labels": labels}))
 }
 
+/// A review of `object` as kube-apiserver sends one, decoded as the server decodes it: the rules
+/// decide on exactly the tree they see in production (skimmed fields stay text).
 fn request(op: &str, object: Value, old: Option<Value>) -> Request<'static> {
-    Request::kservice("u-1", op, "default", object, old)
+    let body = serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "kind": {"group": "serving.knative.dev", "version": "v1", "kind": "Service"},
+            "operation": op, "namespace": "default", "object": object, "oldObject": old,
+        },
+    }))
+    .unwrap();
+    admission::decode(&body).unwrap().into_owned()
 }
 
 fn create(object: Value) -> Decision<'static> {
@@ -548,4 +563,78 @@ fn dry_run_gets_the_same_answer() {
     let dry = admission::review(&body(true), &Policy::default()).unwrap();
     assert_eq!(wet.body, dry.body);
     assert!(dry.summary.dry_run);
+}
+
+/// A rule that reads a field the skim table leaves as text would find nothing in production; in
+/// a debug build the read panics and names the path to add to `admission::skim`.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "request.object.spec.template.spec.nodeSelector")]
+fn a_rule_reading_a_skimmed_field_trips_the_debug_assertion() {
+    let mut obj = app(json!({"name": "x"}));
+    obj["spec"]["template"]["spec"]["nodeSelector"] = json!({"disk": "ssd"});
+    let req = request("CREATE", obj, None);
+    let object = req.object.unwrap();
+    // What a rule on node selectors would read.
+    let _ = ksvc::get(
+        &object,
+        &["spec", "template", "spec", "nodeSelector", "disk"],
+    );
+}
+
+/// `Request::kservice`, which the offline CLI decides on, reads objects as the server does.
+#[test]
+fn kservice_requests_are_skimmed_as_reviews_are() {
+    let mut obj = app(json!({"name": "x"}));
+    obj["spec"]["template"]["spec"]["nodeSelector"] = json!({"disk": "ssd"});
+    let from_cli = Request::kservice("u-1", "CREATE", "default", obj.clone(), None);
+    let from_review = request("CREATE", obj, None);
+    let pod = |r: &Request| {
+        let object = r.object.as_ref().unwrap();
+        matches!(
+            ksvc::get(object, &["spec", "template", "spec"])
+                .and_then(|p| p.as_object()?.get("nodeSelector")),
+            Some(Node::Raw { .. })
+        )
+    };
+    assert!(pod(&from_cli) && pod(&from_review));
+}
+
+/// A spec whose canonical JSON cannot be written is refused with an internal error (code 500 in
+/// the status, no patch), never hashed as something else.
+#[test]
+fn a_spec_that_cannot_be_hashed_is_refused_never_given_a_wrong_sha() {
+    let mut req = request("CREATE", managed(json!({})), None);
+    let spec = req
+        .object
+        .as_mut()
+        .and_then(|o| o.get_mut("spec"))
+        .and_then(|s| s.as_object_mut())
+        .unwrap();
+    // Text no parser would have kept: as if it had skimmed a value it cannot read again.
+    let broken = Node::Raw {
+        text: "{\"a\":".into(),
+        canonical: false,
+        at: Default::default(),
+    };
+    spec.insert("broken", broken);
+    let d = admission::decide(req, &Policy::default());
+    assert!(!d.allowed && d.ops.is_empty());
+    assert!(
+        d.failure.as_deref().unwrap().contains("spec SHA"),
+        "{:?}",
+        d.failure
+    );
+    let response: Value = serde_json::from_slice(&admission::encode("u-1", &d).unwrap()).unwrap();
+    let response = &response["response"];
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 500);
+    assert_eq!(response["status"]["reason"], "InternalError");
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not read as JSON")
+    );
+    assert!(response.get("patch").is_none());
 }

@@ -1,10 +1,13 @@
 //! Properties of admission over generated KServices: idempotence, patch fidelity, survival of
-//! user fields, the spec SHA's invariances, and stop∘start = identity.
+//! user fields, the spec SHA's invariances, stop∘start = identity, and the review reader: any
+//! bytes are answered without a panic, and a body `serde_json` accepts (repeated member names,
+//! escapes and whitespace included) is decided exactly as the `serde_json` path decides it (the
+//! fuzz target in `fuzz/` checks the same on arbitrary bytes).
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
 use ksvc_webhook::admission::mutate;
-use ksvc_webhook::admission::{self, Decision, Policy, Request};
+use ksvc_webhook::admission::{self, Decision, Policy, Reader, Request};
 use ksvc_webhook::json::Node;
 use ksvc_webhook::json::edit::Editor;
 use proptest::prelude::*;
@@ -116,8 +119,105 @@ fn kservice() -> impl Strategy<Value = Value> {
         })
 }
 
+fn review_json(op: &str, object: &Value, old: Option<&Value>) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "kind": {"group": "serving.knative.dev", "version": "v1", "kind": "Service"},
+        "operation": op, "namespace": "ns1", "object": object, "oldObject": old}})
+}
+
+/// A review of `object` decoded as the server decodes it (its parser and skim table).
 fn request(op: &str, object: Value, old: Option<Value>) -> Request<'static> {
-    Request::kservice("u", op, "ns1", object, old)
+    let body = serde_json::to_vec(&review_json(op, &object, old.as_ref())).unwrap();
+    admission::decode(&body).unwrap().into_owned()
+}
+
+/// `v` as JSON text written loosely, as `knobs` pick: a member name repeated with a decoy value
+/// before the real one (the last one wins, as `serde_json`, Go and kube-apiserver read it),
+/// characters spelled as `\u` escapes or `\/`, whitespace between tokens.
+fn loosely(v: &Value, knobs: &[u8], at: &mut usize, out: &mut String) {
+    let mut knob = || {
+        *at += 1;
+        knobs[*at % knobs.len()]
+    };
+    let picks: [u8; 4] = std::array::from_fn(|_| knob());
+    let mut next = picks.into_iter().cycle();
+    let mut knob = move || next.next().unwrap_or(0);
+    match v {
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                if knob().is_multiple_of(6) {
+                    let decoys = [r#"null"#, r#""decoy""#, r#"{"decoy":["\u0041",1.50]}"#];
+                    spell(k, knob(), out);
+                    out.push_str(": ");
+                    out.push_str(decoys[usize::from(knob()) % decoys.len()]);
+                    out.push_str(" ,\n ");
+                }
+                spell(k, knob(), out);
+                out.push(':');
+                loosely(item, knobs, at, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push_str("[ ");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(" ,");
+                }
+                loosely(item, knobs, at, out);
+            }
+            out.push(']');
+        }
+        Value::String(text) => spell(text, knob(), out),
+        leaf => out.push_str(&leaf.to_string()),
+    }
+}
+
+/// A string literal: every `every`-th character (by its knob) as `\u` escapes.
+fn spell(text: &str, knob: u8, out: &mut String) {
+    let every = usize::from(knob % 5) + 1;
+    out.push('"');
+    for (i, c) in text.chars().enumerate() {
+        match c {
+            '/' if knob.is_multiple_of(2) => out.push_str("\\/"),
+            c if i.is_multiple_of(every) && knob.is_multiple_of(3) => {
+                for unit in c.encode_utf16(&mut [0u16; 2]) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            c => {
+                let one = serde_json::to_string(&c.to_string()).unwrap();
+                out.push_str(&one[1..one.len() - 1]);
+            }
+        }
+    }
+    out.push('"');
+}
+
+/// The server's answer to `body`, and `serde_json`'s: equal whenever serde_json reads the body.
+fn server_and_reference(body: &[u8]) -> Result<(), TestCaseError> {
+    let policy = Policy::default();
+    let server = admission::review(body, &policy);
+    if serde_json::from_slice::<Value>(body).is_err() {
+        return Ok(());
+    }
+    let reference = admission::review_with(body, &policy, Reader::SerdeJson);
+    match (server, reference) {
+        (Ok(got), Ok(want)) => {
+            prop_assert_eq!(
+                String::from_utf8(got.body).unwrap(),
+                String::from_utf8(want.body).unwrap()
+            );
+            prop_assert_eq!(got.summary, want.summary);
+        }
+        (Err(got), Err(want)) => prop_assert_eq!(got.to_string(), want.to_string()),
+        (got, want) => prop_assert!(false, "server: {:?}\nserde_json: {:?}", got, want),
+    }
+    Ok(())
 }
 
 fn admit(op: &str, object: &Value, old: Option<&Value>) -> Decision<'static> {
@@ -205,22 +305,31 @@ proptest! {
     }
 
     #[test]
-    fn a_review_body_is_decided_as_the_request_it_carries(x in kservice(), stopped in any::<bool>(), pretty in any::<bool>()) {
-        // The review parser skims what admission never reads; the answer must not change.
+    fn a_review_body_is_decided_as_serde_json_reads_it(x in kservice(), stopped in any::<bool>(), knobs in prop::collection::vec(any::<u8>(), 1..16)) {
+        // The review parser skims what admission never reads, and a repeated name keeps its last
+        // value: the answer is the serde_json path's, and the answer to the plain body.
         let x = with_stop_label(&x, stopped.then_some("true"));
         let once = admit("CREATE", &x, None).object_json().unwrap();
         for (op, object, old) in [("CREATE", &x, None), ("UPDATE", &once, Some(&once)), ("UPDATE", &x, Some(&once))] {
-            let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-                "uid": "u", "kind": {"group": "serving.knative.dev", "version": "v1", "kind": "Service"},
-                "operation": op, "namespace": "ns1", "object": object, "oldObject": old}});
-            let body = match pretty {
-                true => serde_json::to_vec_pretty(&review).unwrap(),
-                false => serde_json::to_vec(&review).unwrap(),
-            };
-            let reviewed = admission::review(&body, &Policy::default()).unwrap();
-            let decided = admission::decide(request(op, object.clone(), old.cloned()), &Policy::default());
-            let want = admission::encode("u", &decided);
-            prop_assert_eq!(String::from_utf8(reviewed.body).unwrap(), String::from_utf8(want).unwrap());
+            let review = review_json(op, object, old);
+            let mut loose = String::new();
+            loosely(&review, &knobs, &mut 0, &mut loose);
+            server_and_reference(loose.as_bytes())?;
+            let plain = admission::review(&serde_json::to_vec(&review).unwrap(), &Policy::default()).unwrap();
+            let got = admission::review(loose.as_bytes(), &Policy::default()).unwrap();
+            prop_assert_eq!(String::from_utf8(got.body).unwrap(), String::from_utf8(plain.body).unwrap());
+        }
+    }
+
+    #[test]
+    fn any_bytes_are_answered_without_a_panic(x in kservice(), cut in any::<prop::sample::Index>(), byte in any::<u8>(), noise in prop::collection::vec(any::<u8>(), 0..64)) {
+        // Near misses of a real review (a byte changed, the body cut short) and plain noise.
+        let body = serde_json::to_vec(&review_json("CREATE", &x, None)).unwrap();
+        let at = cut.index(body.len());
+        let mut changed = body.clone();
+        changed[at] = byte;
+        for bytes in [changed, body[..at].to_vec(), noise] {
+            server_and_reference(&bytes)?;
         }
     }
 

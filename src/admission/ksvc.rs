@@ -18,13 +18,10 @@ pub const CONTAINERS: &[&str] = &["spec", "template", "spec", "containers"];
 /// `spec.template.spec.volumes`.
 pub const VOLUMES: &[&str] = &["spec", "template", "spec", "volumes"];
 
-/// The value at `path`, walking maps by key and arrays by index.
+/// The value at `path`, walking maps by key and arrays by index (a read into a value the
+/// review parser skimmed panics in a debug build: see `admission::skim`).
 pub fn get<'d, 'a>(doc: &'d Node<'a>, path: &[&str]) -> Option<&'d Node<'a>> {
-    path.iter().try_fold(doc, |node, token| match node {
-        Node::Object(map) => map.get(token),
-        Node::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
-        _ => None,
-    })
+    path.iter().try_fold(doc, |node, token| node.child(token))
 }
 
 /// The string at `path`, if it is one.

@@ -4,6 +4,14 @@
 //! encodes the response kube-apiserver expects: the uid echoed, `allowed`, a base64 JSONPatch
 //! (absent when nothing changes), a `status` listing every violation on rejection, and warnings.
 //! Knative Services on CREATE and UPDATE are decided on; everything else is allowed unchanged.
+//!
+//! The body is read by the skimming parser with the table in [`skim`] (what admission may read),
+//! or by `serde_json` when that parser refuses it. When the webhook fails inside (the spec SHA
+//! cannot be computed, the patch cannot be serialized) it never answers a wrong value: it denies
+//! the request with `allowed: false` and a status of code 500, `InternalError`, that says what
+//! failed, and [`Summary::failure`] carries the same words for the server's error log.
+
+pub mod skim;
 
 pub mod ksvc;
 pub mod mutate;
@@ -21,6 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::json::edit::Editor;
+use crate::json::parse::{self, Skim};
 use crate::json::{self, Node};
 use mutate::{Settings, Target};
 use naming::DomainTemplate;
@@ -44,7 +53,7 @@ pub struct Policy {
 }
 
 /// The request part of an AdmissionReview: the fields the decision reads. Decoded from a review,
-/// the objects borrow from its bytes and are skimmed as [`json::parse`] says.
+/// the objects borrow from its bytes and are skimmed as the [`skim`] table says.
 #[derive(Debug, Clone, Default)]
 pub struct Request<'a> {
     pub uid: String,
@@ -63,6 +72,8 @@ pub struct Request<'a> {
 impl Request<'static> {
     /// A request to admit `object`, a Knative Service, by `operation` (`CREATE`, `UPDATE`) in
     /// `namespace`, as kube-apiserver would send it: what the offline CLI and the tests decide on.
+    /// The objects are read from their JSON text by the server's parser and [`skim`] table, so
+    /// a rule decides here on exactly what it would see in a review.
     pub fn kservice(
         uid: &str,
         operation: &str,
@@ -79,10 +90,39 @@ impl Request<'static> {
             }),
             operation: operation.to_string(),
             namespace: Some(namespace.to_string()),
-            object: Some(Node::from_json(object)),
-            old_object: old_object.map(Node::from_json),
+            object: Some(skimmed(object, &skim::OBJECT, "request.object")),
+            old_object: old_object
+                .filter(|o| !o.is_null())
+                .map(|o| skimmed(o, &skim::OLD_OBJECT, "request.oldObject")),
             ..Self::default()
         }
+    }
+}
+
+impl Request<'_> {
+    /// The same request owning its objects' strings and text.
+    pub fn into_owned(self) -> Request<'static> {
+        Request {
+            object: self.object.map(Node::into_owned),
+            old_object: self.old_object.map(Node::into_owned),
+            uid: self.uid,
+            kind: self.kind,
+            sub_resource: self.sub_resource,
+            operation: self.operation,
+            namespace: self.namespace,
+            name: self.name,
+            dry_run: self.dry_run,
+        }
+    }
+}
+
+/// `value` as the review parser reads it at `at` with `skim`, owning its text; what that parser
+/// refuses is read by `serde_json`, as [`decode`] does.
+fn skimmed(value: Value, skim: &Skim, at: &str) -> Node<'static> {
+    let text = value.to_string();
+    match parse::parse(&text, skim, at) {
+        Ok(node) => node.into_owned(),
+        Err(parse::Refused) => Node::from_json(value),
     }
 }
 
@@ -105,6 +145,8 @@ pub struct Decision<'a> {
     pub warnings: Vec<String>,
     /// The object after the edits, when the request carried a KService that was allowed.
     pub object: Option<Node<'a>>,
+    /// What failed inside the webhook, when it could not decide (then `allowed` is false).
+    pub failure: Option<String>,
 }
 
 impl Decision<'_> {
@@ -123,6 +165,14 @@ impl Decision<'_> {
     fn deny(violations: Vec<Violation>) -> Self {
         Self {
             violations,
+            ..Self::default()
+        }
+    }
+
+    /// The webhook failed inside: refuse rather than admit a wrong object.
+    fn failed(what: String) -> Self {
+        Self {
+            failure: Some(what),
             ..Self::default()
         }
     }
@@ -189,7 +239,10 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
         restore,
         sidecars: sidecar_plan,
     };
-    let mut warnings = mutate::inject(&mut ed, target, &policy.mutate);
+    let mut warnings = match mutate::inject(&mut ed, target, &policy.mutate) {
+        Ok(warnings) => warnings,
+        Err(err) => return Decision::failed(format!("cannot compute the spec SHA: {err}")),
+    };
     let ops = ed.into_ops();
     if let Some(app) = app_name.as_ref().filter(|a| a.hashed) {
         warnings.push(format!(
@@ -203,6 +256,7 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
         ops,
         warnings,
         object: Some(object),
+        failure: None,
     }
 }
 
@@ -237,6 +291,9 @@ pub struct Summary {
     pub patch_ops: usize,
     /// The rules a rejection broke (e.g. `name`, `identity-immutable`), for the metrics label.
     pub rejected_rules: Vec<&'static str>,
+    /// What failed inside the webhook, when it refused the request for that (log it as an error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// A body that is not an AdmissionReview: the server answers 400.
@@ -246,12 +303,32 @@ pub enum ReviewError {
     Decode(String),
 }
 
+/// Which JSON reader decodes a review body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    /// The skimming parser with the [`skim`] table, and `serde_json` for what it refuses: the
+    /// server's.
+    Skim,
+    /// `serde_json` alone, into a full tree: the reference the fuzz target and the properties
+    /// hold the server's reader to.
+    SerdeJson,
+}
+
 /// Decode an AdmissionReview and check it is one this webhook answers.
 pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
+    decode_with(body, Reader::Skim)
+}
+
+/// [`decode`] with the reader given.
+pub fn decode_with(body: &[u8], reader: Reader) -> Result<Request<'_>, ReviewError> {
     // The fast parser refuses what it does not take; serde_json then reads it or says why not.
-    let mut review = match json::parse::review(body) {
-        Ok(review) => review,
-        Err(json::parse::Refused) => {
+    let fast = match reader {
+        Reader::Skim => parse::review(body, &skim::REVIEW).ok(),
+        Reader::SerdeJson => None,
+    };
+    let mut review = match fast {
+        Some(review) => review,
+        None => {
             serde_json::from_slice::<Node>(body).map_err(|e| ReviewError::Decode(e.to_string()))?
         }
     };
@@ -321,7 +398,12 @@ pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
 
 /// Decide on one AdmissionReview: the bytes kube-apiserver sent in, the bytes to answer with.
 pub fn review(body: &[u8], policy: &Policy) -> Result<Reviewed, ReviewError> {
-    let request = decode(body)?;
+    review_with(body, policy, Reader::Skim)
+}
+
+/// [`review`] with the reader given.
+pub fn review_with(body: &[u8], policy: &Policy, reader: Reader) -> Result<Reviewed, ReviewError> {
+    let request = decode_with(body, reader)?;
     let summary_base = Summary {
         uid: request.uid.clone(),
         operation: request.operation.clone(),
@@ -330,8 +412,14 @@ pub fn review(body: &[u8], policy: &Policy) -> Result<Reviewed, ReviewError> {
         dry_run: request.dry_run.unwrap_or(false),
         ..Summary::default()
     };
-    let decision = decide(request, policy);
-    let body = encode(&summary_base.uid, &decision);
+    let mut decision = decide(request, policy);
+    let body = match encode(&summary_base.uid, &decision) {
+        Ok(body) => body,
+        Err(err) => {
+            decision = Decision::failed(err.to_string());
+            failure_response(&summary_base.uid, &err.to_string())
+        }
+    };
     let name = match (&summary_base.name, &decision.object) {
         (n, Some(obj)) if n.is_empty() => ksvc::name(obj).to_string(),
         (n, _) => n.clone(),
@@ -343,9 +431,19 @@ pub fn review(body: &[u8], policy: &Policy) -> Result<Reviewed, ReviewError> {
             allowed: decision.allowed,
             patch_ops: decision.ops.len(),
             rejected_rules: decision.violations.iter().map(|v| v.rule).collect(),
+            failure: decision.failure,
             ..summary_base
         },
     })
+}
+
+/// A response the webhook could not write.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("cannot serialize the admission response")]
+    Json(#[from] serde_json::Error),
+    #[error("cannot base64-encode the patch")]
+    Base64(#[from] base64::EncodeSliceError),
 }
 
 /// The AdmissionReview response for `decision`, echoing `uid`.
@@ -353,46 +451,66 @@ pub fn review(body: &[u8], policy: &Policy) -> Result<Reviewed, ReviewError> {
 /// Written straight into one buffer, the patch base64-encoded in place: a derived serializer
 /// would copy the patch once more and scan every base64 byte for characters to escape. The
 /// members come in the order the derived form had: `uid`, `allowed`, `status`, `patch`,
-/// `patchType`, `warnings`.
-pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
-    let patch =
-        (!decision.ops.is_empty()).then(|| serde_json::to_vec(&decision.ops).unwrap_or_default());
+/// `patchType`, `warnings`. A decision the webhook failed on is answered by
+/// [`failure_response`].
+pub fn encode(uid: &str, decision: &Decision) -> Result<Vec<u8>, EncodeError> {
+    if let Some(failure) = &decision.failure {
+        return Ok(failure_response(uid, failure));
+    }
+    let patch = match decision.ops.is_empty() {
+        true => None,
+        false => Some(serde_json::to_vec(&decision.ops)?),
+    };
     let mut out = Vec::with_capacity(160 + patch.as_ref().map_or(0, |p| p.len() * 4 / 3 + 4));
-    out.extend_from_slice(b"{\"apiVersion\":\"");
-    out.extend_from_slice(REVIEW_API_VERSION.as_bytes());
-    out.extend_from_slice(b"\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
-    json_into(&mut out, uid);
-    out.extend_from_slice(match decision.allowed {
-        true => b",\"allowed\":true",
-        false => b",\"allowed\":false",
-    });
+    response_head(&mut out, uid, decision.allowed);
     if !decision.allowed {
         out.extend_from_slice(b",\"status\":");
-        json_into(&mut out, &rejection_status(decision));
+        serde_json::to_writer(&mut out, &rejection_status(decision))?;
     }
     if let Some(patch) = patch {
         out.extend_from_slice(b",\"patch\":\"");
         let engine = &base64::engine::general_purpose::STANDARD;
         let start = out.len();
-        out.resize(
-            start + base64::encoded_len(patch.len(), true).unwrap_or(0),
-            0,
-        );
-        let written = engine.encode_slice(&patch, &mut out[start..]).unwrap_or(0);
+        out.resize(start + patch.len().div_ceil(3) * 4, 0);
+        let written = engine.encode_slice(&patch, &mut out[start..])?;
         out.truncate(start + written);
         out.extend_from_slice(b"\",\"patchType\":\"JSONPatch\"");
     }
     if !decision.warnings.is_empty() {
         out.extend_from_slice(b",\"warnings\":");
-        json_into(&mut out, &decision.warnings);
+        serde_json::to_writer(&mut out, &decision.warnings)?;
     }
     out.extend_from_slice(b"}}");
-    out
+    Ok(out)
 }
 
-/// Append `value` as JSON; the values written here (strings, `Value`s) always serialize.
-fn json_into(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
-    let _ = serde_json::to_writer(out, value);
+/// `{"apiVersion":…,"kind":"AdmissionReview","response":{"uid":…,"allowed":…` (left open).
+fn response_head(out: &mut Vec<u8>, uid: &str, allowed: bool) {
+    out.extend_from_slice(b"{\"apiVersion\":\"");
+    out.extend_from_slice(REVIEW_API_VERSION.as_bytes());
+    out.extend_from_slice(b"\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
+    json::canonical::write_string(uid, out);
+    out.extend_from_slice(match allowed {
+        true => b",\"allowed\":true",
+        false => b",\"allowed\":false",
+    });
+}
+
+/// The answer when the webhook failed inside: a denial whose `metav1.Status` (code 500,
+/// `InternalError`) says what failed, written with nothing that can fail in turn.
+pub fn failure_response(uid: &str, failure: &str) -> Vec<u8> {
+    let message = format!(
+        "ksvc-webhook failed inside and refuses the request rather than admit it wrongly: \
+         {failure}; nothing in the request is at fault: report this bug with the object"
+    );
+    let mut out = Vec::with_capacity(256 + message.len());
+    response_head(&mut out, uid, false);
+    out.extend_from_slice(
+        b",\"status\":{\"status\":\"Failure\",\"code\":500,\"reason\":\"InternalError\",\"message\":",
+    );
+    json::canonical::write_string(&message, &mut out);
+    out.extend_from_slice(b"}}}");
+    out
 }
 
 /// A `metav1.Status` for a rejection: 400 BadRequest, the message, and one cause per violation.

@@ -69,8 +69,13 @@ pub fn endpoint_pattern(
     }
 }
 
-/// Converge `ed`'s object on everything the webhook owns; returns warnings for the user.
-pub fn inject(ed: &mut Editor, target: Target, settings: &Settings) -> Vec<String> {
+/// Converge `ed`'s object on everything the webhook owns; returns warnings for the user, or why
+/// the spec SHA could not be computed (never a SHA of something else).
+pub fn inject(
+    ed: &mut Editor,
+    target: Target,
+    settings: &Settings,
+) -> Result<Vec<String>, crate::spec_sha::Error> {
     let mut warnings = Vec::new();
     if let Some(app) = target.app_name
         && ksvc::name(ed.doc()).is_empty()
@@ -96,9 +101,9 @@ pub fn inject(ed: &mut Editor, target: Target, settings: &Settings) -> Vec<Strin
         set_annotation(ed, keys::ANNOTATION_APP_MANAGED, "true");
         set_annotation(ed, keys::ANNOTATION_APP_ID, &id.app_id());
     }
-    let sha = stripped_sha(ed);
+    let sha = stripped_sha(ed)?;
     set_annotation(ed, keys::ANNOTATION_SPEC_SHA, &sha);
-    warnings
+    Ok(warnings)
 }
 
 fn set_annotation(ed: &mut Editor, key: &str, value: &str) {
@@ -211,7 +216,7 @@ fn remove_endpoint_env(ed: &mut Editor) {
 }
 
 /// The spec SHA of `ed`'s object as the user wrote it: stripped in place, hashed, put back.
-fn stripped_sha(ed: &mut Editor) -> String {
+fn stripped_sha(ed: &mut Editor) -> Result<String, crate::spec_sha::Error> {
     let mut scratch = ed.scratch();
     strip(&mut scratch);
     let sha = spec_sha(scratch.doc().get("spec").unwrap_or(&Node::Null));

@@ -204,7 +204,8 @@ impl<'d, 'a> Editor<'d, 'a> {
                     }
                     node = &mut items[slot];
                 }
-                _ => return,
+                // An edit inside text the parser skimmed would be lost (a panic in debug builds).
+                other => return other.not_skimmed(token).unwrap_or(()),
             }
         }
     }
@@ -229,7 +230,8 @@ impl<'d, 'a> Editor<'d, 'a> {
                 }),
                 _ => None,
             },
-            _ => None,
+            Some(other) => other.not_skimmed(last),
+            None => None,
         };
         if let Some(undo) = undo {
             if self.undo.is_none() {
@@ -257,6 +259,7 @@ impl<'d, 'a> Editor<'d, 'a> {
                     parent: owned(path),
                 });
             }
+            Some(other @ Node::Raw { .. }) => other.not_skimmed("-").unwrap_or(()),
             _ => self.set(path, Node::Array(vec![value])),
         }
     }
@@ -264,11 +267,8 @@ impl<'d, 'a> Editor<'d, 'a> {
 
 /// The value at `path`, mutably (map keys and array indexes).
 fn get_mut<'d, 'a>(doc: &'d mut Node<'a>, path: &[&str]) -> Option<&'d mut Node<'a>> {
-    path.iter().try_fold(doc, |node, token| match node {
-        Node::Object(map) => map.get_mut(token),
-        Node::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
-        _ => None,
-    })
+    path.iter()
+        .try_fold(doc, |node, token| node.child_mut(token))
 }
 
 fn owned(path: &[&str]) -> Vec<String> {

@@ -1,18 +1,20 @@
 //! PURE: the JSON tree the admission core reads and edits, borrowing from the request body.
+//! The byte level: it knows no Kubernetes.
 //!
 //! A [`Node`] parsed from a review ([`parse::review`]) is mostly slices of the body: a string
 //! without escapes is never copied, and an object is a vector of members in the order they came
-//! (no map is built). Values the webhook never reads are not parsed into a tree at all but kept as
-//! their JSON text ([`Node::Raw`]): the annotations of other owners (a `kubectl.kubernetes.io/
-//! last-applied-configuration` can be half of a review), `metadata.managedFields`, `status`, the
-//! parts of `spec` no edit touches (each env entry, too), and all of the stored object but its
-//! labels. They are written back out byte for byte, so nothing is lost.
+//! (no map is built). Values the caller's skim table ([`parse::Skim`]) says are never read are
+//! not parsed into a tree at all but kept as their JSON text ([`Node::Raw`]), so nothing is lost.
+//! Reading into such a value finds nothing; in a debug build it panics instead, naming the path
+//! to add to the table ([`Node::get`] and the other accessors).
 //!
-//! Trees built by the offline CLI and by tests come from `serde_json::Value`
-//! ([`Node::from_json`]) and own their strings; `serde_json` also parses into a tree directly
-//! (`Node: Deserialize`), which is how a body the fast parser refuses is read after all.
+//! An object holds each name once: of a repeated name the parser and `serde_json`'s reading
+//! into a tree (`Node: Deserialize`, how a body the fast parser refuses is read after all) keep
+//! the last value, where the first stood. [`canonical`] holds RFC 8785; [`lex`] the tokenizer.
 
+pub mod canonical;
 pub mod edit;
+mod lex;
 pub mod parse;
 
 use std::borrow::Cow;
@@ -35,12 +37,45 @@ pub enum Node<'a> {
     Object(Map<'a>),
     /// A value kept as its JSON text (a slice of the body) because the webhook never reads into it.
     Raw {
-        text: &'a str,
+        text: Cow<'a, str>,
         /// Whether the text is already RFC 8785 canonical JSON (compact, members in order, no
         /// escape or number spelled otherwise), as API-server JSON mostly is: then the spec
         /// SHA hashes it as it is.
         canonical: bool,
+        /// Where the parser found it (debug builds only).
+        at: Skimmed,
     },
+}
+
+/// Where the skimming parser found a value it kept as text: in debug builds its path
+/// (`request.object.spec.template.spec.nodeSelector`), for the panic of a read into it; nothing
+/// in release builds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Skimmed {
+    #[cfg(debug_assertions)]
+    path: Option<Box<str>>,
+    /// An element a [`parse::Skim::Sift`] left as text: reading it finds nothing, by design.
+    #[cfg(debug_assertions)]
+    sifted: bool,
+}
+
+impl Skimmed {
+    #[cfg(debug_assertions)]
+    fn at(path: String) -> Self {
+        Self {
+            path: Some(path.into()),
+            sifted: false,
+        }
+    }
+
+    fn sifted() -> Self {
+        Self {
+            #[cfg(debug_assertions)]
+            path: None,
+            #[cfg(debug_assertions)]
+            sifted: true,
+        }
+    }
 }
 
 /// A JSON object: its members in order. Lookups scan, which beats hashing for the small maps of
@@ -53,6 +88,27 @@ pub struct Map<'a> {
 impl<'a> Map<'a> {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The members a parser read, in order; of a name that occurs twice, the last value is
+    /// kept where the first stood (as `serde_json`, Go and kube-apiserver read such an object).
+    pub(crate) fn parsed(mut members: Vec<(Cow<'a, str>, Node<'a>)>) -> Self {
+        if has_repeats(&members) {
+            let mut first: std::collections::HashMap<Cow<'a, str>, usize> =
+                std::collections::HashMap::with_capacity(members.len());
+            let mut kept: Vec<(Cow<'a, str>, Node<'a>)> = Vec::with_capacity(members.len());
+            for (key, value) in members {
+                match first.get(&key) {
+                    Some(&at) => kept[at].1 = value,
+                    None => {
+                        first.insert(key.clone(), kept.len());
+                        kept.push((key, value));
+                    }
+                }
+            }
+            members = kept;
+        }
+        Self { members }
     }
 
     pub fn len(&self) -> usize {
@@ -90,11 +146,6 @@ impl<'a> Map<'a> {
         }
     }
 
-    /// Append a member, as a parser does (no check for an earlier one of the same name).
-    pub fn push(&mut self, key: impl Into<Cow<'a, str>>, value: Node<'a>) {
-        self.members.push((key.into(), value));
-    }
-
     /// Put `key` back at `index` (where [`Map::remove`] found it).
     pub fn insert_at(&mut self, index: usize, key: impl Into<Cow<'a, str>>, value: Node<'a>) {
         let at = index.min(self.members.len());
@@ -113,6 +164,22 @@ impl<'a> Map<'a> {
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.members.iter().map(|(k, _)| k.as_ref())
+    }
+}
+
+/// Whether a name occurs twice: a scan for the small maps of Kubernetes objects, a sort of
+/// the names for large ones (so no input makes this quadratic).
+fn has_repeats<T>(members: &[(Cow<str>, T)]) -> bool {
+    match members.len() {
+        0..=16 => members
+            .iter()
+            .enumerate()
+            .any(|(i, (key, _))| members[..i].iter().any(|(k, _)| k == key)),
+        _ => {
+            let mut names: Vec<&str> = members.iter().map(|(k, _)| k.as_ref()).collect();
+            names.sort_unstable();
+            names.windows(2).any(|w| w[0] == w[1])
+        }
     }
 }
 
@@ -141,12 +208,64 @@ impl PartialEq for Node<'_> {
 
 impl<'a> Node<'a> {
     /// The member `key` of an object.
+    ///
+    /// This and the other accessors panic in a debug build on a value the parser kept as text
+    /// that holds an object or array: reading into it finds nothing, so the path belongs in the
+    /// skim table (the message names it).
+    #[track_caller]
     pub fn get(&self, key: &str) -> Option<&Node<'a>> {
-        self.as_object().and_then(|m| m.get(key))
+        match self {
+            Node::Object(map) => map.get(key),
+            other => other.not_skimmed(key),
+        }
     }
 
+    #[track_caller]
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Node<'a>> {
-        self.as_object_mut().and_then(|m| m.get_mut(key))
+        match self {
+            Node::Object(map) => map.get_mut(key),
+            other => other.not_skimmed(key),
+        }
+    }
+
+    /// The member `token` of an object, or the element at index `token` of an array (a JSON
+    /// Pointer step).
+    #[track_caller]
+    pub fn child(&self, token: &str) -> Option<&Node<'a>> {
+        match self {
+            Node::Object(map) => map.get(token),
+            Node::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
+            other => other.not_skimmed(token),
+        }
+    }
+
+    /// [`Node::child`], mutably.
+    #[track_caller]
+    pub fn child_mut(&mut self, token: &str) -> Option<&mut Node<'a>> {
+        match self {
+            Node::Object(map) => map.get_mut(token),
+            Node::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+            other => other.not_skimmed(token),
+        }
+    }
+
+    /// `None`, as a read of `reading` inside a value that is no object or array finds nothing;
+    /// but in a debug build, a panic when the value is text the parser kept that holds one.
+    #[track_caller]
+    pub(crate) fn not_skimmed<T>(&self, reading: &str) -> Option<T> {
+        #[cfg(debug_assertions)]
+        if let Node::Raw { text, at, .. } = self
+            && !at.sifted
+            && (text.starts_with('{') || text.starts_with('['))
+        {
+            panic!(
+                "read of {reading:?} inside {}, which the review parser kept as JSON text: \
+                 add that path to the skim table it was given",
+                at.path.as_deref().unwrap_or("a value")
+            );
+        }
+        let _ = reading;
+        None
     }
 
     /// The string, also of a raw string without escapes (so any annotation can be read).
@@ -161,38 +280,42 @@ impl<'a> Node<'a> {
         }
     }
 
+    #[track_caller]
     pub fn as_array(&self) -> Option<&Vec<Node<'a>>> {
         match self {
             Node::Array(items) => Some(items),
-            _ => None,
+            other => other.not_skimmed("its elements"),
         }
     }
 
+    #[track_caller]
     pub fn as_array_mut(&mut self) -> Option<&mut Vec<Node<'a>>> {
         match self {
             Node::Array(items) => Some(items),
-            _ => None,
+            other => other.not_skimmed("its elements"),
         }
     }
 
+    #[track_caller]
     pub fn as_object(&self) -> Option<&Map<'a>> {
         match self {
             Node::Object(map) => Some(map),
-            _ => None,
+            other => other.not_skimmed("its members"),
         }
     }
 
+    #[track_caller]
     pub fn as_object_mut(&mut self) -> Option<&mut Map<'a>> {
         match self {
             Node::Object(map) => Some(map),
-            _ => None,
+            other => other.not_skimmed("its members"),
         }
     }
 
     pub fn is_null(&self) -> bool {
         match self {
             Node::Null => true,
-            Node::Raw { text, .. } => *text == "null",
+            Node::Raw { text, .. } => text == "null",
             _ => false,
         }
     }
@@ -265,6 +388,34 @@ impl<'a> Node<'a> {
             ),
             // Raw text came out of a successful parse, so it parses again.
             Node::Raw { text, .. } => serde_json::from_str(text).unwrap_or_default(),
+        }
+    }
+
+    /// The same tree owning all its strings and text.
+    pub fn into_owned(self) -> Node<'static> {
+        let owned = |s: Cow<'a, str>| Cow::Owned(s.into_owned());
+        match self {
+            Node::Null => Node::Null,
+            Node::Bool(b) => Node::Bool(b),
+            Node::Number(n) => Node::Number(n),
+            Node::String(s) => Node::String(owned(s)),
+            Node::Array(items) => Node::Array(items.into_iter().map(Node::into_owned).collect()),
+            Node::Object(map) => Node::Object(Map {
+                members: map
+                    .members
+                    .into_iter()
+                    .map(|(k, v)| (owned(k), v.into_owned()))
+                    .collect(),
+            }),
+            Node::Raw {
+                text,
+                canonical,
+                at,
+            } => Node::Raw {
+                text: owned(text),
+                canonical,
+                at,
+            },
         }
     }
 }
@@ -377,7 +528,7 @@ impl<'de> Visitor<'de> for NodeVisitor {
         while let Some(Key(key)) = access.next_key()? {
             members.push((key, access.next_value()?));
         }
-        Ok(Node::Object(Map { members }))
+        Ok(Node::Object(Map::parsed(members)))
     }
 }
 

@@ -110,6 +110,9 @@ fn decide(state: &AppState, body: &[u8], started: Instant) -> Response {
                 rejected_rules = ?s.rejected_rules, duration_us = (elapsed * 1e6) as u64,
                 "admission decision"
             );
+            if let Some(failure) = &s.failure {
+                tracing::error!(uid = %s.uid, %failure, "admission refused: the webhook failed inside");
+            }
             let json = HeaderValue::from_static("application/json");
             ([(header::CONTENT_TYPE, json)], reviewed.body).into_response()
         }

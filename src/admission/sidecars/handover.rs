@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::Template;
 use super::inject::{Kind, Status};
-use crate::edit::Editor;
+use crate::json::edit::Editor;
 use crate::keys;
 use crate::ksvc;
 use crate::node::Node;
