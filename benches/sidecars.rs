@@ -1,5 +1,7 @@
 //! The review path on a ~2 KB KService: with no sidecar, with two sidecars injected on CREATE,
-//! and re-admitting an object that already carries them (the UPDATE that changes nothing).
+//! with the same two when the auth proxy fronts the app (the serving port and the readiness
+//! probe handed over), and re-admitting objects that already carry them (the UPDATE that
+//! changes nothing).
 
 #![allow(clippy::unwrap_used)] // benchmark setup may panic
 
@@ -7,7 +9,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ksvc_webhook::admission::sidecars::Catalogue;
+use ksvc_webhook::admission::sidecars::{Catalogue, Knative};
 use ksvc_webhook::admission::{self, Policy};
 use serde_json::{Value, json};
 
@@ -60,8 +62,20 @@ fn review_body(op: &str, object: &Value) -> Vec<u8> {
 
 fn bench(c: &mut Criterion) {
     let text = std::fs::read_to_string("examples/sidecars.yaml").unwrap();
+    // The example's auth proxy as an ordinary sidecar (not on the request path).
+    let ordinary = text
+        .replace("    fronts:\n      port: 4180\n", "")
+        .replace("{{ .AppPort }}", "8080");
     let with = Policy {
+        sidecars: Arc::new(Catalogue::parse(&ordinary).unwrap()),
+        ..Policy::default()
+    };
+    let fronting = Policy {
         sidecars: Arc::new(Catalogue::parse(&text).unwrap()),
+        // The app has a readiness probe: fronting it needs Knative's multi-container probing.
+        knative: Knative {
+            multi_container_probing: true,
+        },
         ..Policy::default()
     };
     let without = Policy::default();
@@ -79,6 +93,9 @@ fn bench(c: &mut Criterion) {
         .object_json()
         .unwrap();
     let readmit_body = review_body("UPDATE", &injected);
+    let fronted = admission::decide(admission::decode(&two_body).unwrap(), &fronting);
+    assert!(fronted.allowed, "{}", fronted.message());
+    let fronted_readmit_body = review_body("UPDATE", &fronted.object_json().unwrap());
     eprintln!(
         "review bodies: no sidecar {} B, two sidecars {} B, re-admission {} B",
         plain_body.len(),
@@ -97,6 +114,12 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("two_sidecars_readmit", |b| {
         b.iter(|| admission::review(black_box(&readmit_body), &with).unwrap())
+    });
+    g.bench_function("fronted", |b| {
+        b.iter(|| admission::review(black_box(&two_body), &fronting).unwrap())
+    });
+    g.bench_function("fronted_readmit", |b| {
+        b.iter(|| admission::review(black_box(&fronted_readmit_body), &fronting).unwrap())
     });
     g.finish();
 }

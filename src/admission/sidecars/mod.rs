@@ -14,7 +14,8 @@
 //! A template may *front* the app (`fronts: {port: 4180}`): an auth proxy, a WAF, a request logger
 //! that must sit on the request path. Knative sends every request to the one container that
 //! declares `ports`, so the webhook hands that declaration over from the user's container to the
-//! fronting one (`handover.rs`); `{{ .AppPort }}` tells the proxy where the app listens.
+//! fronting one (`fronting.rs` checks it can, `handover.rs` does it); `{{ .AppPort }}` tells the
+//! proxy where the app listens.
 //!
 //! Containers and volumes stay `serde_json::Value`s, so fields unknown to k8s-openapi survive
 //! injection; the typed k8s-openapi views are used only to check them. A template that breaks
@@ -26,6 +27,7 @@
 //! Only [`load`] touches the file system; everything else is pure and reads no clock.
 
 mod catalogue;
+mod fronting;
 mod handover;
 mod inject;
 mod params;

@@ -10,7 +10,8 @@
 
 use crate::json::Node;
 
-use super::handover::{self, Handover, Knative};
+use super::fronting;
+use super::handover::{Handover, Knative};
 use super::inject::{Kind, Plan, Status};
 use super::{Catalogue, Template};
 use crate::admission::ksvc;
@@ -141,8 +142,8 @@ fn front(
     out: &mut Vec<Violation>,
 ) -> Option<Handover> {
     let fronts = t.fronts.as_ref()?;
-    match handover::user_view(doc, previous) {
-        Ok(view) => handover::wanted(t, fronts, &view, knative, out),
+    match fronting::user_view(doc, previous) {
+        Ok(view) => fronting::wanted(t, fronts, &view, knative, out),
         Err(v) => {
             out.push(v);
             None
