@@ -20,6 +20,7 @@ use crate::node::{self, Node};
 use crate::sidecars::{self, Catalogue};
 use crate::stop;
 use crate::validate::{self, Operation, Violation};
+use crate::writers::{PlatformWriters, UserInfo};
 
 /// The API version of every review this webhook reads and writes.
 pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
@@ -33,6 +34,8 @@ pub struct Policy {
     pub mutate: Settings,
     /// The sidecar catalogue (empty: no sidecars); shared, so a reload swaps it cheaply.
     pub sidecars: Arc<Catalogue>,
+    /// Writers whose `flyte.org/spec-sha` is kept as written.
+    pub platform_writers: PlatformWriters,
 }
 
 /// The request part of an AdmissionReview: the fields the decision reads. Decoded from a review,
@@ -46,10 +49,13 @@ pub struct Request<'a> {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub object: Option<Node<'a>>,
-    /// The stored object, on UPDATE. Decoded from a review, only its labels are parsed: they are
-    /// all the rules read (identity labels are immutable).
+    /// The stored object, on UPDATE (and DELETE). Decoded from a review, its labels, the
+    /// webhook's own annotations and its spec are parsed as `object`'s are: the rules read the
+    /// labels, a stop the running state, an unchanged spec keeps its SHA.
     pub old_object: Option<Node<'a>>,
     pub dry_run: Option<bool>,
+    /// Who sent the request (`request.userInfo`; empty when absent).
+    pub user_info: UserInfo,
 }
 
 impl Request<'static> {
@@ -171,7 +177,16 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
     let app_name = identity
         .as_ref()
         .map(|id| naming::app_name(&id.project, &id.domain, &id.name));
-    let restore = stop::restore_record(&object).ok().flatten();
+    let mut stored = match operation {
+        Operation::Update => req.old_object.take(),
+        Operation::Create => None,
+    };
+    let zero_initial_scale = policy.mutate.allow_zero_initial_scale;
+    let restore = stop::record_for(&object, stored.as_ref(), zero_initial_scale);
+    let spec_sha = match policy.platform_writers.includes(&req.user_info) {
+        true => mutate::SpecSha::AsWritten,
+        false => mutate::SpecSha::Computed,
+    };
     let mut ed = Editor::new(&mut object);
     let target = Target {
         namespace: &namespace,
@@ -179,8 +194,9 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
         app_name: app_name.as_ref(),
         restore,
         sidecars: sidecar_plan,
+        spec_sha,
     };
-    let mut warnings = mutate::inject(&mut ed, target, &policy.mutate);
+    let mut warnings = mutate::inject(&mut ed, target, &policy.mutate, stored.as_mut());
     let ops = ed.into_ops();
     if let Some(app) = app_name.as_ref().filter(|a| a.hashed) {
         warnings.push(format!(
@@ -297,6 +313,7 @@ pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
             .filter(|o| !o.is_null())
     };
     let (object, old_object) = (object_at("object"), object_at("oldObject"));
+    let user_info = user_info(request.get("userInfo"))?;
     Ok(Request {
         uid,
         kind,
@@ -307,7 +324,18 @@ pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
         object,
         old_object,
         dry_run,
+        user_info,
     })
+}
+
+/// `request.userInfo`: small, so read with serde from the text the parser left raw.
+fn user_info(node: Option<&Node>) -> Result<UserInfo, ReviewError> {
+    let read = match node {
+        None | Some(Node::Null) => return Ok(UserInfo::default()),
+        Some(Node::Raw { text, .. }) => serde_json::from_str(text),
+        Some(node) => serde_json::from_value(node.to_json()),
+    };
+    read.map_err(|e| ReviewError::Decode(format!("request.userInfo: {e}")))
 }
 
 /// Decide on one AdmissionReview: the bytes kube-apiserver sent in, the bytes to answer with.

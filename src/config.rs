@@ -71,6 +71,17 @@ pub struct PolicyArgs {
     /// list (see examples/sidecars.yaml). Without it no sidecar is injected.
     #[arg(long, env = "KSVC_WEBHOOK_SIDECARS", value_name = "FILE")]
     pub sidecars: Option<PathBuf>,
+    /// Writers whose `flyte.org/spec-sha` is kept as written (the platform's own hash, which its
+    /// Deploy compares): comma-separated usernames (e.g.
+    /// `system:serviceaccount:flyte:flyteadmin`) and `group:NAME` entries, matched against the
+    /// review's `request.userInfo`.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_PLATFORM_WRITERS",
+        value_delimiter = ',',
+        value_name = "USER|group:NAME"
+    )]
+    pub platform_writers: Vec<String>,
 }
 
 /// Settings that cannot be used.
@@ -80,6 +91,8 @@ pub enum PolicyError {
     Template(#[from] TemplateError),
     #[error(transparent)]
     Sidecars(#[from] sidecars::LoadError),
+    #[error(transparent)]
+    Writers(#[from] crate::writers::WritersError),
 }
 
 impl PolicyArgs {
@@ -96,6 +109,7 @@ impl PolicyArgs {
                 allow_zero_initial_scale: self.allow_zero_initial_scale,
             },
             sidecars: Arc::new(catalogue),
+            platform_writers: crate::writers::PlatformWriters::parse(&self.platform_writers)?,
         })
     }
 }
@@ -134,6 +148,17 @@ pub struct MutateArgs {
     /// The stored object, for UPDATE (identity labels must not change).
     #[arg(long, value_name = "FILE")]
     pub old: Option<PathBuf>,
+    /// Act as this writer (`request.userInfo.username`), e.g. a platform writer.
+    #[arg(long, env = "KSVC_WEBHOOK_MUTATE_USER", value_name = "USERNAME")]
+    pub user: Option<String>,
+    /// Act as a member of these groups (`request.userInfo.groups`); repeat or comma-separate.
+    #[arg(
+        long = "group",
+        env = "KSVC_WEBHOOK_MUTATE_GROUPS",
+        value_delimiter = ',',
+        value_name = "GROUP"
+    )]
+    pub groups: Vec<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
 }

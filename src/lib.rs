@@ -26,3 +26,6 @@ pub mod spec_sha;
 pub mod stop;
 pub mod validate;
 pub mod watch;
+// Running beside the Flyte platform (issue 13).
+pub mod guard;
+pub mod writers;

@@ -11,6 +11,7 @@ use crate::config::{InputArgs, MutateArgs, NameArgs, OperationArg, ReviewArgs};
 use crate::docs::{self, Documents};
 use crate::edit::Editor;
 use crate::node::Node;
+use crate::writers::UserInfo;
 use crate::{ksvc, mutate as edits, naming};
 
 /// Read a file, or standard input for `-`.
@@ -82,13 +83,19 @@ pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
     let mut rejections = Vec::new();
     for doc in &mut input.items {
         each_kservice(doc, &mut |obj| {
-            let request = Request::kservice(
-                "offline",
-                operation,
-                &args.namespace,
-                obj.take(),
-                old.clone(),
-            );
+            let request = Request {
+                user_info: UserInfo {
+                    username: args.user.clone().unwrap_or_default(),
+                    groups: args.groups.clone(),
+                },
+                ..Request::kservice(
+                    "offline",
+                    operation,
+                    &args.namespace,
+                    obj.take(),
+                    old.clone(),
+                )
+            };
             let shown = display_name(request.object.as_ref());
             let decision = admission::decide(request, &policy);
             for warning in &decision.warnings {

@@ -49,7 +49,8 @@ enum Shape {
     Metadata,
     /// `metadata.annotations`: only the webhook's own keys are parsed.
     Annotations,
-    /// `request.oldObject`: only `metadata.labels` is parsed (the rules read nothing else).
+    /// `request.oldObject`: `metadata.labels`, the webhook's own annotations and `spec` (as in
+    /// [`Shape::Object`]) are parsed.
     OldObject,
     /// `request.oldObject.metadata`.
     OldMetadata,
@@ -106,6 +107,9 @@ impl Shape {
             (Shape::Annotations, _) => Raw,
             (Shape::OldObject, "metadata") => Build(Shape::OldMetadata),
             (Shape::OldMetadata, "labels") => Build(Shape::Full),
+            // A stop records the stored template; an unchanged spec keeps the stored SHA.
+            (Shape::OldObject, "spec") => Build(Shape::Spec),
+            (Shape::OldMetadata, "annotations") => Build(Shape::Annotations),
             (Shape::OldObject | Shape::OldMetadata, _) => Raw,
             (
                 Shape::Review
@@ -751,7 +755,7 @@ mod tests {
         assert!(matches!(object.get("status"), Some(Node::Raw { .. })));
         assert!(matches!(object.get("spec"), Some(Node::Object(_))));
         let old = request.get("oldObject").unwrap();
-        assert!(matches!(old.get("spec"), Some(Node::Raw { .. })));
+        assert!(matches!(old.get("spec"), Some(Node::Object(_))));
         assert!(matches!(
             old.get("metadata").and_then(|m| m.get("labels")),
             Some(Node::Object(_))

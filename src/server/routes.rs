@@ -44,6 +44,7 @@ pub fn admission_router(state: AppState, extra: Router) -> Router {
     let state = Arc::new(state);
     Router::new()
         .route("/mutate", post(mutate))
+        .route(crate::guard::PATH, post(validate_revision_delete))
         .with_state(state.clone())
         .merge(probe_router(state, extra))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -61,6 +62,24 @@ pub fn probe_router(state: impl Into<Shared>, extra: Router) -> Router {
 }
 
 async fn mutate(State(state): State<Shared>, request: Request) -> Response {
+    answer(&state, request, admission::review).await
+}
+
+/// The revision guard ([`crate::guard`]), read and answered as `/mutate` is. The watch cache is
+/// not consulted here: the guard reads Knative's routing-state label on the revision.
+async fn validate_revision_delete(State(state): State<Shared>, request: Request) -> Response {
+    answer(&state, request, |body, _| {
+        crate::guard::review(body, |_, _| crate::guard::Owner::Unknown)
+    })
+    .await
+}
+
+/// Check the type, read the body and [`decide`] with `review`.
+async fn answer(
+    state: &AppState,
+    request: Request,
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
+) -> Response {
     let started = Instant::now();
     if !is_json(request.headers().get(header::CONTENT_TYPE)) {
         state
@@ -78,13 +97,18 @@ async fn mutate(State(state): State<Shared>, request: Request) -> Response {
             return error(status, message);
         }
     };
-    decide(&state, &body, started)
+    decide(state, &body, started, review)
 }
 
-/// Run the core on `body` and answer; a panic in the core is a bug, answered 400, not 500.
-fn decide(state: &AppState, body: &[u8], started: Instant) -> Response {
+/// Run `review` on `body` and answer; a panic in the core is a bug, answered 400, not 500.
+fn decide(
+    state: &AppState,
+    body: &[u8],
+    started: Instant,
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
+) -> Response {
     let policy = state.policy.load();
-    let decided = std::panic::catch_unwind(AssertUnwindSafe(|| admission::review(body, &policy)));
+    let decided = std::panic::catch_unwind(AssertUnwindSafe(|| review(body, &policy)));
     let elapsed = seconds(started);
     match decided {
         Ok(Ok(reviewed)) => {

@@ -15,6 +15,7 @@ use axum::http::Method;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
+mod admit;
 mod routes;
 
 type Key = (String, String, String); // resource, namespace, name
@@ -51,6 +52,8 @@ struct Inner {
     compacted: u64,
     /// Watch requests are refused with 503 while set.
     watches_blocked: bool,
+    /// Admission in the write path (issue 13, see admit.rs).
+    admission: admit::Admission,
 }
 
 /// The fake API server.
