@@ -222,4 +222,45 @@ mod tests {
             assert_eq!(is_json(header.as_ref()), want, "{value:?}");
         }
     }
+
+    /// The revision guard's route (issue 13): a refusal is answered 200 with the decision inside
+    /// and counted under its rule.
+    #[tokio::test]
+    async fn the_revision_guard_refuses_and_counts() {
+        use tower::ServiceExt as _;
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        let state = AppState {
+            policy: Arc::new(ArcSwap::from_pointee(Policy::default())),
+            metrics,
+            readiness: Readiness::default(),
+            exposition: Exposition::new(registry),
+        };
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u1", "operation": "DELETE", "name": "app-00001", "namespace": "ns",
+                "kind": {"group": "serving.knative.dev", "version": "v1", "kind": "Revision"},
+                "userInfo": {"username": "system:serviceaccount:flyte:flyteadmin"},
+                "oldObject": {"metadata": {"name": "app-00001", "labels": {
+                    "serving.knative.dev/service": "app",
+                    "serving.knative.dev/routingState": "active"}}}}
+        });
+        let request = axum::http::Request::post(crate::guard::PATH)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(review.to_string()))
+            .unwrap();
+        let router = admission_router(state.clone(), Router::new());
+        let response = router.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(answer["response"]["allowed"], false);
+        let text = state.exposition.encode().unwrap();
+        assert!(
+            text.contains(
+                "ksvc_webhook_admission_rejections_total{rule=\"revision-in-traffic\"} 1"
+            ),
+            "{text}"
+        );
+    }
 }
