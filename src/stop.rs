@@ -190,3 +190,70 @@ pub fn drop_empty_map(ed: &mut Editor, path: &[&str]) {
         ed.remove(path);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn app(labels: serde_json::Value, template: serde_json::Value) -> Node<'static> {
+        Node::from_json(json!({"metadata": {"labels": labels},
+            "spec": {"template": {"metadata": {"annotations": template}}}}))
+    }
+
+    #[test]
+    fn a_stopping_update_records_the_stored_running_state() {
+        let running = app(json!({}), json!({"autoscaling.knative.dev/min-scale": "2"}));
+        let one_write_stop = app(
+            json!({"flyte.org/app-stopped": "true",
+                   "networking.knative.dev/visibility": "cluster-local"}),
+            json!({"autoscaling.knative.dev/min-scale": "0",
+                   "autoscaling.knative.dev/initial-scale": "0"}),
+        );
+        for zero in [false, true] {
+            let record = record_for(&one_write_stop, Some(&running), zero).unwrap();
+            assert_eq!(
+                record.labels,
+                BTreeMap::from([(keys::LABEL_VISIBILITY.to_string(), None)])
+            );
+            let mut want =
+                BTreeMap::from([(keys::ANNOTATION_MIN_SCALE.to_string(), Some("2".into()))]);
+            if zero {
+                want.insert(keys::ANNOTATION_INITIAL_SCALE.to_string(), None);
+            }
+            assert_eq!(record.template_annotations, want, "zero={zero}");
+        }
+        // Not a transition: the object's own record (none here).
+        assert_eq!(
+            record_for(&one_write_stop, Some(&one_write_stop), false),
+            None
+        );
+        assert_eq!(record_for(&one_write_stop, None, false), None);
+    }
+
+    #[test]
+    fn only_a_zero_initial_scale_this_write_set_on_a_stopped_app_is_dropped() {
+        let zero = json!({"autoscaling.knative.dev/initial-scale": "0"});
+        let stopped = json!({"flyte.org/app-stopped": "true"});
+        #[rustfmt::skip]
+        let cases = [
+            // (labels, template, stored template, dropped, initial scale after)
+            (stopped.clone(), zero.clone(), Some(json!({})), true, None),
+            (stopped.clone(), zero.clone(), None, true, None),
+            (stopped.clone(), zero.clone(), Some(json!({"autoscaling.knative.dev/initial-scale": "3"})), true, Some("3")),
+            (stopped.clone(), zero.clone(), Some(zero.clone()), false, Some("0")),
+            (json!({}), zero.clone(), Some(json!({})), false, Some("0")),
+            (stopped.clone(), json!({}), Some(json!({})), false, None),
+        ];
+        for (labels, template, stored, dropped, after) in cases {
+            let mut doc = app(labels, template);
+            let stored = stored.map(|t| app(json!({}), t));
+            let mut ed = Editor::new(&mut doc);
+            let warning = drop_zero_initial_scale(&mut ed, stored.as_ref());
+            assert_eq!(warning.is_some(), dropped, "{stored:?}");
+            let path = path_of(Place::TemplateAnnotation, keys::ANNOTATION_INITIAL_SCALE);
+            assert_eq!(ksvc::get_str(&doc, &path), after);
+        }
+    }
+}
