@@ -12,7 +12,10 @@ pub const LABEL_APP_NAME: &str = "flyte.org/app-name";
 /// Label: `"true"` stops the app, `"false"` or absent runs it.
 pub const LABEL_APP_STOPPED: &str = "flyte.org/app-stopped";
 
-/// Annotation: `"true"` on managed apps.
+/// Label: `"true"` on managed apps; the platform selects its KServices by it.
+pub const LABEL_APP_MANAGED: &str = "flyte.org/app-managed";
+/// The annotation of the same key that older releases wrote instead of [`LABEL_APP_MANAGED`];
+/// admission removes it, the watch loop still reads it on apps not admitted since.
 pub const ANNOTATION_APP_MANAGED: &str = "flyte.org/app-managed";
 /// Annotation: `project/domain/name` on managed apps.
 pub const ANNOTATION_APP_ID: &str = "flyte.org/app-id";
@@ -35,6 +38,10 @@ pub const ANNOTATION_MAX_SCALE: &str = "autoscaling.knative.dev/max-scale";
 pub const ANNOTATION_NO_GC: &str = "serving.knative.dev/no-gc";
 /// Label Knative puts on revisions and pods: the owning Service's name.
 pub const LABEL_KNATIVE_SERVICE: &str = "serving.knative.dev/service";
+/// Label Knative's route controller puts on revisions: whether a route sends them traffic.
+pub const LABEL_ROUTING_STATE: &str = "serving.knative.dev/routingState";
+/// The value of [`LABEL_ROUTING_STATE`] on a revision some route sends traffic to.
+pub const ROUTING_STATE_ACTIVE: &str = "active";
 
 /// The env var apps format with `app_fqdn` to call another app of the same project and domain.
 pub const ENV_INTERNAL_APP_ENDPOINT_PATTERN: &str = "INTERNAL_APP_ENDPOINT_PATTERN";

@@ -152,9 +152,12 @@ fn managed_apps_get_their_deterministic_name() {
     assert!(d.allowed);
     let o = out(&d);
     assert_eq!(o["metadata"]["name"], "myapp-proj-dev");
-    assert_eq!(
-        o["metadata"]["annotations"]["flyte.org/app-managed"],
-        "true"
+    // A label since issue 13: the platform selects its KServices by it.
+    assert_eq!(o["metadata"]["labels"]["flyte.org/app-managed"], "true");
+    assert!(
+        o["metadata"]["annotations"]
+            .get("flyte.org/app-managed")
+            .is_none()
     );
     assert_eq!(
         o["metadata"]["annotations"]["flyte.org/app-id"],

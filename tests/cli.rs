@@ -189,3 +189,44 @@ fn help_explains_every_command() {
     let out = run(&["mutate", "--help"], b"");
     assert!(text(&out.stdout).contains("KSVC_WEBHOOK_DOMAIN_TEMPLATE"));
 }
+
+/// `mutate --user/--group` acts as a writer: a platform writer's own spec SHA is kept, anyone
+/// else's is replaced by the webhook's (issue 13).
+#[test]
+fn mutate_acts_as_the_given_writer() {
+    let app = serde_json::json!({
+        "apiVersion": "serving.knative.dev/v1", "kind": "Service",
+        "metadata": {"labels": {"flyte.org/project": "proj", "flyte.org/domain": "dev",
+                                "flyte.org/app-name": "myapp"},
+                     "annotations": {"flyte.org/spec-sha": "platform-own-sha"}},
+        "spec": {"template": {"spec": {"containers": [{"image": "app:1"}]}}}
+    })
+    .to_string();
+    let sha_as = |who: &[&str]| {
+        let mut args = vec![
+            "mutate",
+            "-f",
+            "-",
+            "--platform-writers",
+            "system:serviceaccount:flyte:flyteadmin,group:flyte-platform",
+        ];
+        args.extend_from_slice(who);
+        let out = run(&args, app.as_bytes());
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let doc: serde_json::Value = serde_saphyr::from_slice(&out.stdout).unwrap();
+        doc["metadata"]["annotations"]["flyte.org/spec-sha"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        sha_as(&["--user", "system:serviceaccount:flyte:flyteadmin"]),
+        "platform-own-sha"
+    );
+    assert_eq!(
+        sha_as(&["--user", "ci", "--group", "flyte-platform"]),
+        "platform-own-sha"
+    );
+    assert_ne!(sha_as(&["--user", "alice"]), "platform-own-sha");
+    assert_ne!(sha_as(&[]), "platform-own-sha");
+}

@@ -648,3 +648,68 @@ fn the_cert_manager_overlay_turns_self_management_off() {
         "{granted:?}"
     );
 }
+
+/// The revision guard (issue 13): its own registration, on the same Service and port as the
+/// mutating webhook, for DELETE of Knative revisions only, never blocking a delete when down.
+#[test]
+fn the_revision_guard_is_registered_for_revision_deletes_and_fails_open() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let m = Rendered::base();
+    let mutating: MutatingWebhookConfiguration = m.one("MutatingWebhookConfiguration");
+    let guard: ValidatingWebhookConfiguration = m.one("ValidatingWebhookConfiguration");
+    let hooks = guard.webhooks.as_ref().unwrap();
+    assert_eq!(hooks.len(), 1);
+    let hook = &hooks[0];
+    let target = hook.client_config.service.as_ref().unwrap();
+    let mutating_target = mutating.webhooks.as_ref().unwrap()[0]
+        .client_config
+        .service
+        .clone()
+        .unwrap();
+    assert_eq!(target.name, mutating_target.name);
+    assert_eq!(target.namespace, mutating_target.namespace);
+    assert_eq!(target.port, mutating_target.port);
+    assert_eq!(
+        target.path.as_deref(),
+        Some(ksvc_webhook::admission::guard::PATH)
+    );
+    assert_eq!(hook.failure_policy.as_deref(), Some("Ignore"));
+    assert_eq!(hook.side_effects, "None");
+    assert_eq!(hook.admission_review_versions, vec!["v1".to_string()]);
+    let rules = hook.rules.as_ref().unwrap();
+    assert_eq!(rules.len(), 1);
+    let rule = &rules[0];
+    assert_eq!(
+        rule.api_groups.as_deref(),
+        Some(&["serving.knative.dev".to_string()][..])
+    );
+    assert_eq!(rule.api_versions.as_deref(), Some(&["v1".to_string()][..]));
+    assert_eq!(
+        rule.resources.as_deref(),
+        Some(&["revisions".to_string()][..])
+    );
+    assert_eq!(
+        rule.operations.as_deref(),
+        Some(&["DELETE".to_string()][..])
+    );
+    // The same system namespaces and opt-out as the mutating webhook.
+    assert_eq!(
+        hook.namespace_selector,
+        mutating.webhooks.as_ref().unwrap()[0].namespace_selector
+    );
+    // With cert-manager, cainjector fills this bundle too.
+    let Some(m) = Rendered::of("manifests/overlays/cert-manager") else {
+        eprintln!("kubectl not found: cert-manager overlay not rendered (skipped)");
+        return;
+    };
+    let guard: ValidatingWebhookConfiguration = m.one("ValidatingWebhookConfiguration");
+    let mutating: MutatingWebhookConfiguration = m.one("MutatingWebhookConfiguration");
+    let inject = |a: Option<&std::collections::BTreeMap<String, String>>| {
+        a.and_then(|a| a.get("cert-manager.io/inject-ca-from").cloned())
+    };
+    assert!(inject(guard.metadata.annotations.as_ref()).is_some());
+    assert_eq!(
+        inject(guard.metadata.annotations.as_ref()),
+        inject(mutating.metadata.annotations.as_ref())
+    );
+}

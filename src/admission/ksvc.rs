@@ -91,7 +91,39 @@ pub fn identity(doc: &Node) -> Option<Identity> {
 
 /// Whether the stop label asks for the app to be stopped.
 pub fn stopped(doc: &Node) -> bool {
-    entry(doc, LABELS, keys::LABEL_APP_STOPPED) == Some("true")
+    is_stopped(|key| entry(doc, LABELS, key))
+}
+
+/// The one definition of a stopped app, given its labels (a lookup): the stop label says
+/// `"true"`. Admission and the watch loop both ask this.
+pub fn is_stopped<'d>(label: impl Fn(&str) -> Option<&'d str>) -> bool {
+    label(keys::LABEL_APP_STOPPED) == Some("true")
+}
+
+/// The one definition of a managed app, given its labels and annotations (lookups): the
+/// `flyte.org/app-managed` label decides when present (the platform's selector). Without it — an
+/// app not admitted since the label replaced the annotation, or made behind the webhook's back —
+/// the old annotation, the app-name label or the stop label mark it.
+pub fn is_managed<'d>(
+    label: impl Fn(&str) -> Option<&'d str>,
+    annotation: impl Fn(&str) -> Option<&'d str>,
+) -> bool {
+    match label(keys::LABEL_APP_MANAGED) {
+        Some(value) => value == "true",
+        None => {
+            annotation(keys::ANNOTATION_APP_MANAGED) == Some("true")
+                || label(keys::LABEL_APP_NAME).is_some()
+                || label(keys::LABEL_APP_STOPPED).is_some()
+        }
+    }
+}
+
+/// [`is_managed`] of a raw object.
+pub fn managed(doc: &Node) -> bool {
+    is_managed(
+        |key| entry(doc, LABELS, key),
+        |key| entry(doc, ANNOTATIONS, key),
+    )
 }
 
 /// The containers of the revision template (empty when absent or malformed).

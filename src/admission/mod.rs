@@ -13,6 +13,7 @@
 
 pub mod skim;
 
+pub mod guard;
 pub mod ksvc;
 pub mod mutate;
 pub mod naming;
@@ -20,6 +21,7 @@ pub mod sidecars;
 pub mod spec_sha;
 pub mod stop;
 pub mod validate;
+pub mod writers;
 
 use std::sync::Arc;
 
@@ -35,6 +37,7 @@ use mutate::{Settings, Target};
 use naming::DomainTemplate;
 use sidecars::Catalogue;
 use validate::{Operation, Violation};
+use writers::{PlatformWriters, UserInfo};
 
 /// The API version of every review this webhook reads and writes.
 pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
@@ -50,6 +53,8 @@ pub struct Policy {
     pub sidecars: Arc<Catalogue>,
     /// What the cluster's Knative allows that fronting sidecars depend on.
     pub knative: sidecars::Knative,
+    /// Writers whose `flyte.org/spec-sha` is kept as written.
+    pub platform_writers: PlatformWriters,
 }
 
 /// The request part of an AdmissionReview: the fields the decision reads. Decoded from a review,
@@ -63,10 +68,13 @@ pub struct Request<'a> {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub object: Option<Node<'a>>,
-    /// The stored object, on UPDATE. Decoded from a review, only its labels are parsed: they are
-    /// all the rules read (identity labels are immutable).
+    /// The stored object, on UPDATE (and DELETE). Decoded from a review, its labels, the
+    /// webhook's own annotations and its spec are parsed as `object`'s are: the rules read the
+    /// labels, a stop the running state, an unchanged spec keeps its SHA.
     pub old_object: Option<Node<'a>>,
     pub dry_run: Option<bool>,
+    /// Who sent the request (`request.userInfo`; empty when absent).
+    pub user_info: UserInfo,
 }
 
 impl Request<'static> {
@@ -112,6 +120,7 @@ impl Request<'_> {
             namespace: self.namespace,
             name: self.name,
             dry_run: self.dry_run,
+            user_info: self.user_info,
         }
     }
 }
@@ -230,7 +239,16 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
     let app_name = identity
         .as_ref()
         .map(|id| naming::app_name(&id.project, &id.domain, &id.name));
-    let restore = stop::restore_record(&object).ok().flatten();
+    let mut stored = match operation {
+        Operation::Update => req.old_object.take(),
+        Operation::Create => None,
+    };
+    let zero_initial_scale = policy.mutate.allow_zero_initial_scale;
+    let restore = stop::record_for(&object, stored.as_ref(), zero_initial_scale);
+    let spec_sha = match policy.platform_writers.includes(&req.user_info) {
+        true => mutate::SpecSha::AsWritten,
+        false => mutate::SpecSha::Computed,
+    };
     let mut ed = Editor::new(&mut object);
     let target = Target {
         namespace: &namespace,
@@ -238,8 +256,9 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
         app_name: app_name.as_ref(),
         restore,
         sidecars: sidecar_plan,
+        spec_sha,
     };
-    let mut warnings = match mutate::inject(&mut ed, target, &policy.mutate) {
+    let mut warnings = match mutate::inject(&mut ed, target, &policy.mutate, stored.as_mut()) {
         Ok(warnings) => warnings,
         Err(err) => return Decision::failed(format!("cannot compute the spec SHA: {err}")),
     };
@@ -383,6 +402,7 @@ pub fn decode_with(body: &[u8], reader: Reader) -> Result<Request<'_>, ReviewErr
             .filter(|o| !o.is_null())
     };
     let (object, old_object) = (object_at("object"), object_at("oldObject"));
+    let user_info = user_info(request.get("userInfo"))?;
     Ok(Request {
         uid,
         kind,
@@ -393,7 +413,18 @@ pub fn decode_with(body: &[u8], reader: Reader) -> Result<Request<'_>, ReviewErr
         object,
         old_object,
         dry_run,
+        user_info,
     })
+}
+
+/// `request.userInfo`: small, so read with serde from the text the parser left raw.
+fn user_info(node: Option<&Node>) -> Result<UserInfo, ReviewError> {
+    let read = match node {
+        None | Some(Node::Null) => return Ok(UserInfo::default()),
+        Some(Node::Raw { text, .. }) => serde_json::from_str(text),
+        Some(node) => serde_json::from_value(node.to_json()),
+    };
+    read.map_err(|e| ReviewError::Decode(format!("request.userInfo: {e}")))
 }
 
 /// Decide on one AdmissionReview: the bytes kube-apiserver sent in, the bytes to answer with.

@@ -2,9 +2,11 @@
 //!
 //! [`inject`] converges an object on what the webhook owns: the managed name, the stop state,
 //! `INTERNAL_APP_ENDPOINT_PATTERN`, the selected sidecars (see [`crate::admission::sidecars`]), the
-//! managed-app annotations and the spec SHA. [`strip`] takes all of it away again, giving the
-//! object as the user wrote it; the spec SHA is computed over `strip`'s result, so it is the same
-//! whether or not the object was already mutated, stopped or given sidecars.
+//! managed-app label and annotation and the spec SHA. [`strip`] takes all of it away again, giving
+//! the object as the user wrote it; the spec SHA is computed over `strip`'s result, so it is the
+//! same whether or not the object was already mutated, stopped or given sidecars. The SHA changes
+//! only when that user spec does: on UPDATE an unchanged user spec keeps the stored value, and a
+//! platform writer's own value is kept as written (see [`SpecSha`]).
 
 use serde_json::json;
 
@@ -50,6 +52,20 @@ pub struct Target<'a> {
     pub restore: Option<Restore>,
     /// The sidecars to converge on (checked by [`sidecars::plan`] before any edit).
     pub sidecars: sidecars::Plan<'a>,
+    /// Where the `flyte.org/spec-sha` value comes from.
+    pub spec_sha: SpecSha,
+}
+
+/// Where the `flyte.org/spec-sha` value comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SpecSha {
+    /// The webhook's hash of the user spec, unless the user spec is unchanged from the stored
+    /// object's (then the stored value stays, whoever wrote it).
+    #[default]
+    Computed,
+    /// A platform writer's request: a value it wrote is kept as written (its Deploy compares it
+    /// with its own hash); without one, as [`SpecSha::Computed`].
+    AsWritten,
 }
 
 /// The value of `INTERNAL_APP_ENDPOINT_PATTERN` for an app in `namespace`.
@@ -70,17 +86,23 @@ pub fn endpoint_pattern(
 }
 
 /// Converge `ed`'s object on everything the webhook owns; returns warnings for the user, or why
-/// the spec SHA could not be computed (never a SHA of something else).
+/// the spec SHA could not be computed (never a SHA of something else). `stored` is the stored
+/// object on UPDATE: what a stopping write's `initial-scale` and an unchanged spec's SHA are
+/// compared with (only hashed when its SHA annotation differs).
 pub fn inject(
     ed: &mut Editor,
     target: Target,
     settings: &Settings,
-) -> Result<Vec<String>, crate::spec_sha::Error> {
+    stored: Option<&mut Node>,
+) -> Result<Vec<String>, crate::admission::spec_sha::Error> {
     let mut warnings = Vec::new();
     if let Some(app) = target.app_name
         && ksvc::name(ed.doc()).is_empty()
     {
         ed.set(&["metadata", "name"], Node::from(app.name.clone()));
+    }
+    if !settings.allow_zero_initial_scale {
+        warnings.extend(stop::drop_zero_initial_scale(ed, stored.as_deref()));
     }
     let stopped = ksvc::stopped(ed.doc());
     stop::converge(
@@ -98,12 +120,53 @@ pub fn inject(
         ));
     }
     if let Some(id) = target.identity {
-        set_annotation(ed, keys::ANNOTATION_APP_MANAGED, "true");
+        ed.set(
+            &[ksvc::LABELS, &[keys::LABEL_APP_MANAGED]].concat(),
+            Node::from("true"),
+        );
         set_annotation(ed, keys::ANNOTATION_APP_ID, &id.app_id());
     }
+    // Migration: older releases marked managed apps with an annotation instead of the label.
+    ed.remove(&[ksvc::ANNOTATIONS, &[keys::ANNOTATION_APP_MANAGED]].concat());
     let sha = stripped_sha(ed)?;
-    set_annotation(ed, keys::ANNOTATION_SPEC_SHA, &sha);
+    if let Some(value) = spec_sha_value(ed.doc(), sha, target.spec_sha, stored)? {
+        set_annotation(ed, keys::ANNOTATION_SPEC_SHA, &value);
+    }
     Ok(warnings)
+}
+
+/// The `flyte.org/spec-sha` to write given `sha`, the user spec's hash; `None` keeps what the
+/// object carries. The stored object's user spec is hashed only when its annotation differs from
+/// `sha` (a platform's value, or a changed spec): the common UPDATE hashes once.
+fn spec_sha_value(
+    doc: &Node,
+    sha: String,
+    rule: SpecSha,
+    stored: Option<&mut Node>,
+) -> Result<Option<String>, crate::admission::spec_sha::Error> {
+    let written = ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_SPEC_SHA);
+    if rule == SpecSha::AsWritten && written.is_some() {
+        return Ok(None);
+    }
+    let Some(old) = stored else {
+        return Ok(Some(sha));
+    };
+    let Some(kept) = ksvc::entry(old, ksvc::ANNOTATIONS, keys::ANNOTATION_SPEC_SHA) else {
+        return Ok(Some(sha));
+    };
+    if kept == sha {
+        return Ok(Some(sha));
+    }
+    let kept = kept.to_string();
+    Ok(match user_spec_sha(old)? == sha {
+        true => Some(kept),
+        false => Some(sha),
+    })
+}
+
+/// The spec SHA of `doc` as the user wrote it (the document is left as it was).
+pub fn user_spec_sha(doc: &mut Node) -> Result<String, crate::admission::spec_sha::Error> {
+    stripped_sha(&mut Editor::new(doc))
 }
 
 fn set_annotation(ed: &mut Editor, key: &str, value: &str) {
@@ -180,7 +243,9 @@ pub fn strip(ed: &mut Editor) -> bool {
     ] {
         ed.remove(&[ksvc::ANNOTATIONS, &[key]].concat());
     }
+    ed.remove(&[ksvc::LABELS, &[keys::LABEL_APP_MANAGED]].concat());
     stop::drop_empty_map(ed, ksvc::ANNOTATIONS);
+    stop::drop_empty_map(ed, ksvc::LABELS);
     record.is_ok() && sidecars_read
 }
 

@@ -4,7 +4,8 @@
 //! stays JSON text ([`Node::Raw`](crate::node::Node::Raw)), checked and passed through untouched:
 //! the annotations of other owners (a `kubectl.kubernetes.io/last-applied-configuration` can be
 //! half of a review), `metadata.managedFields`, `status`, the parts of `spec` no edit touches,
-//! each env entry but the webhook's own, and all of the stored object but its labels.
+//! each env entry but the webhook's own, and of the stored object all but its labels, the
+//! webhook's own annotations and its spec.
 //!
 //! A rule that reads a field this table leaves as text finds nothing in production; in a debug
 //! build (every test) it panics instead, naming the path to add here. To read more, add an entry
@@ -19,7 +20,8 @@ pub static REVIEW: Skim = Skim::Object {
     others: Others::Full,
 };
 
-/// `request`: `userInfo` and `options` stay text.
+/// `request`: `userInfo` and `options` stay text (`userInfo`, small, is read from its text with
+/// serde to recognise platform writers).
 const REQUEST: Skim = Skim::Object {
     fields: &[
         ("object", OBJECT),
@@ -44,15 +46,15 @@ pub(crate) const OBJECT: Skim = Skim::Object {
 const METADATA: Skim = Skim::Object {
     fields: &[
         ("managedFields", Skim::Raw),
-        (
-            "annotations",
-            Skim::Object {
-                fields: &[],
-                others: Others::FullIf(keys::is_own_annotation),
-            },
-        ),
+        ("annotations", OWN_ANNOTATIONS),
     ],
     others: Others::Full,
+};
+
+/// Annotations: only the webhook's own keys are built.
+const OWN_ANNOTATIONS: Skim = Skim::Object {
+    fields: &[],
+    others: Others::FullIf(keys::is_own_annotation),
 };
 
 /// `request.object.spec`: only the template is built.
@@ -92,16 +94,20 @@ const VOLUME: Skim = Skim::Object {
     others: Others::Raw,
 };
 
-/// `request.oldObject`, the stored object on UPDATE: only its labels (identity labels are
-/// immutable).
+/// `request.oldObject`, the stored object on UPDATE: its labels (identity labels are
+/// immutable), the webhook's own annotations (the stored spec SHA), and `spec` as the object's
+/// (a stop records the stored template; an unchanged user spec keeps the stored SHA).
 pub(crate) const OLD_OBJECT: Skim = Skim::Object {
-    fields: &[(
-        "metadata",
-        Skim::Object {
-            fields: &[("labels", Skim::Full)],
-            others: Others::Raw,
-        },
-    )],
+    fields: &[
+        (
+            "metadata",
+            Skim::Object {
+                fields: &[("labels", Skim::Full), ("annotations", OWN_ANNOTATIONS)],
+                others: Others::Raw,
+            },
+        ),
+        ("spec", SPEC),
+    ],
     others: Others::Raw,
 };
 
@@ -136,7 +142,7 @@ mod tests {
         assert!(matches!(object.get("status"), Some(Node::Raw { .. })));
         assert!(matches!(object.get("spec"), Some(Node::Object(_))));
         let old = request.get("oldObject").unwrap();
-        assert!(matches!(old.get("spec"), Some(Node::Raw { .. })));
+        assert!(matches!(old.get("spec"), Some(Node::Object(_))));
         assert!(matches!(
             old.get("metadata").and_then(|m| m.get("labels")),
             Some(Node::Object(_))

@@ -4,7 +4,10 @@
 //! template annotation `autoscaling.knative.dev/min-scale: "0"` (plus `initial-scale: "0"` when
 //! the cluster allows zero initial scale). What each key held before — a value, or nothing — is
 //! recorded in the `flyte.org/stop-restore` annotation, so starting again restores exactly what
-//! the user had. Edits go through [`Editor`], so an object already in the right state yields no
+//! the user had. On an UPDATE that turns the label on, that record is taken from the stored object
+//! (the running app), not from the stopping write, which may carry the stopped values already (the
+//! platform stops in one merge patch). Where the cluster refuses `initial-scale: "0"`, a stopping
+//! write's zero initial scale is undone with a warning ([`drop_zero_initial_scale`]). Edits go through [`Editor`], so an object already in the right state yields no
 //! operation and the template (hence the Knative revision) changes only when it must.
 
 use std::collections::BTreeMap;
@@ -52,6 +55,56 @@ pub fn restore_record(doc: &Node) -> Result<Option<Restore>, serde_json::Error> 
     ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_STOP_RESTORE)
         .map(serde_json::from_str)
         .transpose()
+}
+
+/// The record a write converges with: the object's own (else, on a stopped app, the stored
+/// object's), except on an UPDATE that turns the stop label on. Then it is what the stored object (the running app) had for each key a stop sets, so
+/// a start brings back the running app, and removes what the stopping write added.
+pub fn record_for(doc: &Node, stored: Option<&Node>, zero_initial_scale: bool) -> Option<Restore> {
+    match stored {
+        Some(old) if ksvc::stopped(doc) && !ksvc::stopped(old) => {
+            let mut record = Restore::default();
+            for (place, key, _) in stop_keys(zero_initial_scale) {
+                let before = ksvc::get_str(old, &path_of(place, key)).map(str::to_string);
+                record.slot(place).insert(key.to_string(), before);
+            }
+            Some(record)
+        }
+        // A write to a stopped app that dropped the record (a replace from an old manifest)
+        // keeps the stored one.
+        Some(old) if ksvc::stopped(doc) && ksvc::stopped(old) => match restore_record(doc) {
+            Ok(None) => restore_record(old).ok().flatten(),
+            own => own.ok().flatten(),
+        },
+        _ => restore_record(doc).ok().flatten(),
+    }
+}
+
+/// Where the cluster refuses `initial-scale: "0"` (no `--allow-zero-initial-scale`): on a stopped
+/// app, undo a zero initial scale this write set — put back what the stored object had, or remove
+/// the key — rather than let Knative refuse the whole write. Returns the warning saying why.
+pub fn drop_zero_initial_scale(ed: &mut Editor, stored: Option<&Node>) -> Option<String> {
+    let path = path_of(Place::TemplateAnnotation, keys::ANNOTATION_INITIAL_SCALE);
+    let before = stored.and_then(|old| ksvc::get_str(old, &path));
+    if !ksvc::stopped(ed.doc())
+        || ksvc::get_str(ed.doc(), &path) != Some("0")
+        || before == Some("0")
+    {
+        return None;
+    }
+    match before {
+        Some(value) => ed.set(&path, Node::from(value.to_string())),
+        None => ed.remove(&path),
+    }
+    drop_empty_map(ed, ksvc::TEMPLATE_ANNOTATIONS);
+    drop_empty_map(ed, &ksvc::TEMPLATE_ANNOTATIONS[..3]);
+    Some(format!(
+        "spec.template.metadata.annotations[{key}]: dropped the \"0\" this stop set, because \
+         Knative refuses an initial scale of 0 unless config-autoscaler sets \
+         allow-zero-initial-scale: \"true\"; min-scale \"0\" still scales the stopped app to \
+         zero. Where the cluster allows it, run the webhook with --allow-zero-initial-scale",
+        key = keys::ANNOTATION_INITIAL_SCALE
+    ))
 }
 
 /// The keys a stop sets, with their stopped values.
@@ -135,5 +188,72 @@ pub fn start(ed: &mut Editor, record: &Restore) {
 pub fn drop_empty_map(ed: &mut Editor, path: &[&str]) {
     if ksvc::map(ed.doc(), path).is_some_and(|m| m.is_empty()) {
         ed.remove(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn app(labels: serde_json::Value, template: serde_json::Value) -> Node<'static> {
+        Node::from_json(json!({"metadata": {"labels": labels},
+            "spec": {"template": {"metadata": {"annotations": template}}}}))
+    }
+
+    #[test]
+    fn a_stopping_update_records_the_stored_running_state() {
+        let running = app(json!({}), json!({"autoscaling.knative.dev/min-scale": "2"}));
+        let one_write_stop = app(
+            json!({"flyte.org/app-stopped": "true",
+                   "networking.knative.dev/visibility": "cluster-local"}),
+            json!({"autoscaling.knative.dev/min-scale": "0",
+                   "autoscaling.knative.dev/initial-scale": "0"}),
+        );
+        for zero in [false, true] {
+            let record = record_for(&one_write_stop, Some(&running), zero).unwrap();
+            assert_eq!(
+                record.labels,
+                BTreeMap::from([(keys::LABEL_VISIBILITY.to_string(), None)])
+            );
+            let mut want =
+                BTreeMap::from([(keys::ANNOTATION_MIN_SCALE.to_string(), Some("2".into()))]);
+            if zero {
+                want.insert(keys::ANNOTATION_INITIAL_SCALE.to_string(), None);
+            }
+            assert_eq!(record.template_annotations, want, "zero={zero}");
+        }
+        // Not a transition: the object's own record (none here).
+        assert_eq!(
+            record_for(&one_write_stop, Some(&one_write_stop), false),
+            None
+        );
+        assert_eq!(record_for(&one_write_stop, None, false), None);
+    }
+
+    #[test]
+    fn only_a_zero_initial_scale_this_write_set_on_a_stopped_app_is_dropped() {
+        let zero = json!({"autoscaling.knative.dev/initial-scale": "0"});
+        let stopped = json!({"flyte.org/app-stopped": "true"});
+        #[rustfmt::skip]
+        let cases = [
+            // (labels, template, stored template, dropped, initial scale after)
+            (stopped.clone(), zero.clone(), Some(json!({})), true, None),
+            (stopped.clone(), zero.clone(), None, true, None),
+            (stopped.clone(), zero.clone(), Some(json!({"autoscaling.knative.dev/initial-scale": "3"})), true, Some("3")),
+            (stopped.clone(), zero.clone(), Some(zero.clone()), false, Some("0")),
+            (json!({}), zero.clone(), Some(json!({})), false, Some("0")),
+            (stopped.clone(), json!({}), Some(json!({})), false, None),
+        ];
+        for (labels, template, stored, dropped, after) in cases {
+            let mut doc = app(labels, template);
+            let stored = stored.map(|t| app(json!({}), t));
+            let mut ed = Editor::new(&mut doc);
+            let warning = drop_zero_initial_scale(&mut ed, stored.as_ref());
+            assert_eq!(warning.is_some(), dropped, "{stored:?}");
+            let path = path_of(Place::TemplateAnnotation, keys::ANNOTATION_INITIAL_SCALE);
+            assert_eq!(ksvc::get_str(&doc, &path), after);
+        }
     }
 }

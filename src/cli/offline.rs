@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::policy::PolicyArgs;
+use crate::admission::writers::UserInfo;
 use crate::docs::{self, Documents};
 use crate::json::Node;
 use crate::json::edit::Editor;
@@ -86,13 +87,19 @@ pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
     let mut rejections = Vec::new();
     for doc in &mut input.items {
         each_kservice(doc, &mut |obj| {
-            let request = Request::kservice(
-                "offline",
-                operation,
-                &args.namespace,
-                obj.take(),
-                old.clone(),
-            );
+            let request = Request {
+                user_info: UserInfo {
+                    username: args.user.clone().unwrap_or_default(),
+                    groups: args.groups.clone(),
+                },
+                ..Request::kservice(
+                    "offline",
+                    operation,
+                    &args.namespace,
+                    obj.take(),
+                    old.clone(),
+                )
+            };
             let shown = display_name(request.object.as_ref());
             let decision = admission::decide(request, &policy);
             for warning in &decision.warnings {
@@ -213,6 +220,17 @@ pub struct MutateArgs {
     /// The stored object, for UPDATE (identity labels must not change).
     #[arg(long, value_name = "FILE")]
     pub old: Option<PathBuf>,
+    /// Act as this writer (`request.userInfo.username`), e.g. a platform writer.
+    #[arg(long, env = "KSVC_WEBHOOK_MUTATE_USER", value_name = "USERNAME")]
+    pub user: Option<String>,
+    /// Act as a member of these groups (`request.userInfo.groups`); repeat or comma-separate.
+    #[arg(
+        long = "group",
+        env = "KSVC_WEBHOOK_MUTATE_GROUPS",
+        value_delimiter = ',',
+        value_name = "GROUP"
+    )]
+    pub groups: Vec<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
 }

@@ -44,6 +44,17 @@ pub struct PolicyArgs {
     /// would refuse the probes on a container without the serving port.
     #[arg(long, env = "KSVC_WEBHOOK_MULTI_CONTAINER_PROBING")]
     pub multi_container_probing: bool,
+    /// Writers whose `flyte.org/spec-sha` is kept as written (the platform's own hash, which its
+    /// Deploy compares): comma-separated usernames (e.g.
+    /// `system:serviceaccount:flyte:flyteadmin`) and `group:NAME` entries, matched against the
+    /// review's `request.userInfo`.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_PLATFORM_WRITERS",
+        value_delimiter = ',',
+        value_name = "USER|group:NAME"
+    )]
+    pub platform_writers: Vec<String>,
 }
 
 /// Settings that cannot be used.
@@ -53,6 +64,8 @@ pub enum PolicyError {
     Template(#[from] TemplateError),
     #[error(transparent)]
     Sidecars(#[from] sidecars::LoadError),
+    #[error(transparent)]
+    Writers(#[from] crate::admission::writers::WritersError),
 }
 
 impl PolicyArgs {
@@ -72,6 +85,9 @@ impl PolicyArgs {
             knative: sidecars::Knative {
                 multi_container_probing: self.multi_container_probing,
             },
+            platform_writers: crate::admission::writers::PlatformWriters::parse(
+                &self.platform_writers,
+            )?,
         })
     }
 

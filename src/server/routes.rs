@@ -53,6 +53,10 @@ pub fn admission_router(state: AppState, extra: Router) -> Router {
     let state = Arc::new(state);
     Router::new()
         .route("/mutate", post(mutate))
+        .route(
+            crate::admission::guard::PATH,
+            post(validate_revision_delete),
+        )
         .with_state(state.clone())
         .merge(probe_router(state, extra))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -70,6 +74,24 @@ pub fn probe_router(state: impl Into<Shared>, extra: Router) -> Router {
 }
 
 async fn mutate(State(state): State<Shared>, request: Request) -> Response {
+    answer(&state, request, admission::review).await
+}
+
+/// The revision guard ([`crate::admission::guard`]), read and answered as `/mutate` is. The watch cache is
+/// not consulted here: the guard reads Knative's routing-state label on the revision.
+async fn validate_revision_delete(State(state): State<Shared>, request: Request) -> Response {
+    answer(&state, request, |body, _| {
+        crate::admission::guard::review(body, |_, _| crate::admission::guard::Owner::Unknown)
+    })
+    .await
+}
+
+/// Check the type, read the body and [`decide`] with `review`.
+async fn answer(
+    state: &AppState,
+    request: Request,
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
+) -> Response {
     let started = Instant::now();
     if !is_json(request.headers().get(header::CONTENT_TYPE)) {
         state
@@ -87,13 +109,18 @@ async fn mutate(State(state): State<Shared>, request: Request) -> Response {
             return error(status, message);
         }
     };
-    decide(&state, &body, started)
+    decide(state, &body, started, review)
 }
 
-/// Run the core on `body` and answer; a panic in the core is a bug, answered 400, not 500.
-fn decide(state: &AppState, body: &[u8], started: Instant) -> Response {
+/// Run `review` on `body` and answer; a panic in the core is a bug, answered 400, not 500.
+fn decide(
+    state: &AppState,
+    body: &[u8],
+    started: Instant,
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
+) -> Response {
     let policy = state.policy.load();
-    let decided = std::panic::catch_unwind(AssertUnwindSafe(|| admission::review(body, &policy)));
+    let decided = std::panic::catch_unwind(AssertUnwindSafe(|| review(body, &policy)));
     let elapsed = seconds(started);
     match decided {
         Ok(Ok(reviewed)) => {
@@ -214,5 +241,47 @@ mod tests {
             let header = value.map(HeaderValue::from_static);
             assert_eq!(is_json(header.as_ref()), want, "{value:?}");
         }
+    }
+
+    /// The revision guard's route (issue 13): a refusal is answered 200 with the decision inside
+    /// and counted under its rule.
+    #[tokio::test]
+    async fn the_revision_guard_refuses_and_counts() {
+        use tower::ServiceExt as _;
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        let state = AppState {
+            policy: Arc::new(ArcSwap::from_pointee(Policy::default())),
+            metrics,
+            readiness: Readiness::default(),
+            exposition: Exposition::new(registry),
+            metrics_guard: None,
+        };
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u1", "operation": "DELETE", "name": "app-00001", "namespace": "ns",
+                "kind": {"group": "serving.knative.dev", "version": "v1", "kind": "Revision"},
+                "userInfo": {"username": "system:serviceaccount:flyte:flyteadmin"},
+                "oldObject": {"metadata": {"name": "app-00001", "labels": {
+                    "serving.knative.dev/service": "app",
+                    "serving.knative.dev/routingState": "active"}}}}
+        });
+        let request = axum::http::Request::post(crate::admission::guard::PATH)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(review.to_string()))
+            .unwrap();
+        let router = admission_router(state.clone(), Router::new());
+        let response = router.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(answer["response"]["allowed"], false);
+        let text = state.exposition.encode().unwrap();
+        assert!(
+            text.contains(
+                "ksvc_webhook_admission_rejections_total{rule=\"revision-in-traffic\"} 1"
+            ),
+            "{text}"
+        );
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use crate::keys;
+use crate::{keys, ksvc};
 
 /// The API group of Knative Serving.
 pub const GROUP: &str = "serving.knative.dev";
@@ -139,15 +139,14 @@ impl KService {
             .get(key)
             .map(String::as_str)
     }
-    /// The stop label says `"true"`: the app is desired stopped.
+    /// The app is desired stopped ([`ksvc::is_stopped`]).
     pub fn is_stopped(&self) -> bool {
-        self.label(keys::LABEL_APP_STOPPED) == Some("true")
+        ksvc::is_stopped(|key| self.label(key))
     }
-    /// The app is one of ours: marked managed by the webhook, or carrying our identity or stop label.
+    /// The app is one of ours ([`ksvc::is_managed`]): the `flyte.org/app-managed` label, or for
+    /// apps without it the old annotation, the identity or the stop label.
     pub fn is_managed(&self) -> bool {
-        self.annotation(keys::ANNOTATION_APP_MANAGED) == Some("true")
-            || self.label(keys::LABEL_APP_NAME).is_some()
-            || self.label(keys::LABEL_APP_STOPPED).is_some()
+        ksvc::is_managed(|key| self.label(key), |key| self.annotation(key))
     }
     /// Knative has observed the current spec (`status.observedGeneration == metadata.generation`).
     pub fn generation_observed(&self) -> bool {

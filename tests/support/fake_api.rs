@@ -17,6 +17,7 @@ use axum::http::Method;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
+mod admit;
 mod authn;
 mod routes;
 
@@ -58,6 +59,8 @@ struct Inner {
     faults: Vec<Injected>,
     /// When the last injected fault was served.
     last_fault: Option<std::time::Instant>,
+    /// Admission in the write path (issue 13, see admit.rs).
+    admission: admit::Admission,
 }
 
 /// The fake API server.

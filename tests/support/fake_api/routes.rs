@@ -5,12 +5,12 @@ use std::collections::HashMap;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::{Change, FakeApi, Request};
+use super::{Change, FakeApi, Request, admit};
 
 pub(super) struct Path {
     resource: String,
@@ -74,6 +74,7 @@ pub(super) async fn handle(
     method: Method,
     uri: Uri,
     Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     if uri.path() == "/version" {
@@ -115,6 +116,9 @@ pub(super) async fn handle(
     }
     if let Some(review) = super::authn::answer(&fake, &method, &path.resource, &body) {
         return review;
+    }
+    if let Some(admitted) = admitted(&fake, &method, &path, &headers, &body) {
+        return admitted;
     }
     match (method, path.name.clone()) {
         (Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
@@ -362,4 +366,53 @@ fn json_patch(fake: &FakeApi, path: &Path, name: &str, patch: Value) -> Response
     }
     let stored = fake.commit(&mut inner, key, "MODIFIED", object);
     axum::Json(stored).into_response()
+}
+
+/// Admission in the write path (issue 13): KService writes (merge patches included) and Revision
+/// deletes, when the test turned it on; `None` lets the request through to the plain handlers.
+fn admitted(
+    fake: &FakeApi,
+    method: &Method,
+    path: &Path,
+    headers: &HeaderMap,
+    body: &Value,
+) -> Option<Response> {
+    let user = admit::user(headers);
+    let ns = path.namespace.clone().unwrap_or_default();
+    let name = path.name.as_deref();
+    let write = |op: &str, obj: Value, old: Option<Value>| {
+        admit::service_write(fake, op, &ns, obj, old, &user)
+    };
+    match (method, path.resource.as_str(), name) {
+        (&Method::POST, "services", None) => Some(match write("CREATE", body.clone(), None) {
+            Ok(obj) => create(fake, path, obj),
+            Err(refused) => *refused,
+        }),
+        (&Method::PUT, "services", Some(name)) => {
+            let old = fake.get("services", &ns, name);
+            Some(match write("UPDATE", body.clone(), old) {
+                Ok(obj) => replace(fake, path, name, obj),
+                Err(refused) => *refused,
+            })
+        }
+        (&Method::PATCH, "services", Some(name)) => {
+            let Some(old) = fake.get("services", &ns, name) else {
+                return Some(status(
+                    404,
+                    "NotFound",
+                    &format!("services \"{name}\" not found"),
+                ));
+            };
+            let mut patched = old.clone();
+            json_patch::merge(&mut patched, body);
+            Some(match write("UPDATE", patched, Some(old)) {
+                Ok(obj) => replace(fake, path, name, obj),
+                Err(refused) => *refused,
+            })
+        }
+        (&Method::DELETE, "revisions", Some(name)) => {
+            admit::revision_delete(fake, &ns, name, &user)
+        }
+        _ => None,
+    }
 }
