@@ -229,6 +229,7 @@ fn watch_args(kubeconfig: std::path::PathBuf) -> WatchArgs {
         api_timeout_seconds: 5,
         resync_seconds: 300,
         watch_buffer: 16,
+        write_concurrency: std::num::NonZeroUsize::MIN,
     }
 }
 

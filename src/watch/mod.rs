@@ -3,14 +3,16 @@
 //! was bypassed, then teardown of the old revisions once traffic has left them).
 //!
 //! Shape: observed objects (reflector stores) → pure [`status::status_for`] / [`plan::plan`] →
-//! API writes ([`writes`]). [`spawn`] returns at once: admission never waits on this module, and
-//! with no cluster reachable the loop logs once and keeps retrying with backoff.
+//! API writes ([`writes`], run off the loop by [`inflight`]). [`spawn`] returns at once: admission
+//! never waits on this module (its readiness does not depend on the loop's sync), and with no
+//! cluster reachable the loop logs once and keeps retrying with backoff.
 
 pub mod cache;
 pub mod controller;
 pub mod edit;
 pub mod http;
 pub mod hub;
+pub mod inflight;
 pub mod kapi;
 pub mod leader;
 pub mod metrics;
@@ -56,7 +58,8 @@ pub const API_CALLS: &[ApiCall] = &[
 pub struct WatchHandle {
     /// Every app's status; feed of `/apps/watch`.
     pub hub: Arc<Hub>,
-    /// Readiness: true once both caches have listed everything.
+    /// True once both caches have listed everything and every app has a status. Gates `/apps`
+    /// (503 until then), never admission's `/readyz`; exported as `ksvc_webhook_watch_synced`.
     pub synced: Arc<AtomicBool>,
     /// Leadership of this replica; other components (the certificate manager) may follow it.
     pub leader: watch::Receiver<bool>,
@@ -157,6 +160,7 @@ async fn run(
         api_timeout: timeout,
         backoff: Backoff::default(),
         resync_every: Duration::from_secs(args.resync_seconds.max(1)),
+        write_concurrency: args.write_concurrency.get(),
         identity,
     };
     tokio::select! {

@@ -94,6 +94,14 @@ pub(super) async fn handle(
         query: query.clone(),
         body: body.clone(),
     });
+    let object = (
+        path.resource.clone(),
+        path.namespace.clone().unwrap_or_default(),
+        path.name.clone().unwrap_or_default(),
+    );
+    if let Some(delay) = fake.write_delay(&method, object) {
+        tokio::time::sleep(delay).await;
+    }
     {
         let mut inner = fake.inner.lock().unwrap();
         if let Some(n) = inner
