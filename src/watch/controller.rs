@@ -314,12 +314,13 @@ fn reconcile(st: &State, shared: &Shared, key: &AppKey, leading: bool) -> Option
     if let Some(waiting) = &planned.waiting {
         tracing::debug!(waiting, "stop not finished");
     }
+    // One Event per phase change; progress within a phase (a new STOPPING message) is not one.
     let transition = match change {
         Change::Transition {
             previous: Some(previous),
             record,
-        } => Some(Transition { previous, record }),
-        Change::Transition { previous: None, .. } | Change::Refresh | Change::None => None,
+        } if previous != record.status.phase => Some(Transition { previous, record }),
+        Change::Transition { .. } | Change::Refresh | Change::None => None,
     };
     Some(Job {
         key: key.clone(),
