@@ -443,7 +443,6 @@ async fn a_slow_write_for_one_app_does_not_hold_back_another_apps_status() {
         slow["metadata"]["labels"]["networking.knative.dev/visibility"].is_null(),
         "the write to slow was still held when fast's change was served"
     );
-    assert_eq!(replica.metrics.writes_in_flight.get(), 1);
 
     // The held write still lands, once.
     wait_until("slow's stop edits land", || {
