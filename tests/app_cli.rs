@@ -272,6 +272,7 @@ fn watch_args(kubeconfig: std::path::PathBuf) -> WatchArgs {
         api_timeout: std::time::Duration::from_secs(5),
         resync_interval: std::time::Duration::from_secs(300),
         watch_buffer: 16,
+        write_concurrency: std::num::NonZeroUsize::MIN,
     }
 }
 

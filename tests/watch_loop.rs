@@ -378,3 +378,82 @@ async fn only_the_leader_writes_and_every_replica_serves_status() {
     assert_eq!(fake.requests_to(Method::PUT, "services").len(), 1);
     assert_calls_declared(&fake);
 }
+
+/// Read one NDJSON line from a streaming `/apps/watch` body.
+async fn next_line(body: &mut axum::body::Body, buf: &mut String) -> serde_json::Value {
+    use http_body_util::BodyExt;
+    loop {
+        if let Some((line, rest)) = buf.split_once('\n') {
+            let event = serde_json::from_str(line).unwrap();
+            *buf = rest.to_owned();
+            return event;
+        }
+        let frame = body.frame().await.unwrap().unwrap();
+        buf.push_str(std::str::from_utf8(frame.data_ref().unwrap()).unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_write_for_one_app_does_not_hold_back_another_apps_status() {
+    use tower::ServiceExt;
+    let fake = FakeApi::start().await;
+    // `slow` was stopped bypassing the webhook: the leader must apply the stop edits, and every
+    // write to it takes the API 5 s.
+    fake.put(
+        "services",
+        ksvc("slow", true, false, 1, &["slow-00001"], "slow-00001"),
+    );
+    fake.put(
+        "services",
+        ksvc("fast", false, false, 1, &["fast-00001"], "fast-00001"),
+    );
+    fake.delay_writes("services", "apps", "slow", Duration::from_secs(5));
+    let replica = Replica::start(&fake, "replica-a", true);
+    replica.wait_synced().await;
+    wait_until("the write to slow is held by the API", || {
+        !fake.requests_to(Method::PUT, "services").is_empty()
+    })
+    .await;
+
+    let app = ksvc_webhook::watch::http::router_with_buffer(
+        replica.hub.clone(),
+        replica.synced.clone(),
+        256,
+    );
+    let request = axum::http::Request::get("/apps/watch?name=fast")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let mut body = app.oneshot(request).await.unwrap().into_body();
+    let mut buf = String::new();
+    let first = next_line(&mut body, &mut buf).await;
+    assert_eq!(
+        (&first["type"], &first["app"]["status"]["phase"]),
+        (&json!("CREATED"), &json!("ACTIVE"))
+    );
+
+    // Knative reports `fast` failing while the write to `slow` is still held.
+    let mut failing = ksvc("fast", false, false, 1, &["fast-00001"], "fast-00001");
+    failing["status"]["conditions"][0] = json!({"type": "Ready", "status": "False",
+        "reason": "RevisionFailed", "message": "image pull failed",
+        "lastTransitionTime": "2026-11-30T00:00:00Z"});
+    fake.put("services", failing);
+    let update = tokio::time::timeout(Duration::from_secs(1), next_line(&mut body, &mut buf))
+        .await
+        .expect("fast's status change reached /apps/watch within 1 s");
+    assert_eq!(update["type"], "UPDATED");
+    assert_eq!(update["app"]["status"]["phase"], "FAILED");
+    let slow = fake.get("services", "apps", "slow").unwrap();
+    assert!(
+        slow["metadata"]["labels"]["networking.knative.dev/visibility"].is_null(),
+        "the write to slow was still held when fast's change was served"
+    );
+
+    // The held write still lands, once.
+    wait_until("slow's stop edits land", || {
+        fake.get("services", "apps", "slow").is_some_and(|s| {
+            s["metadata"]["labels"]["networking.knative.dev/visibility"] == "cluster-local"
+        })
+    })
+    .await;
+    assert_eq!(fake.requests_to(Method::PUT, "services").len(), 1);
+}

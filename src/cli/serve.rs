@@ -2,8 +2,8 @@
 //!
 //! Thin: translates [`ServeArgs`] into [`server::Options`], owns process-level concerns (worker
 //! threads, log format) and wires the parts together: the sidecar catalogue reload, the watch
-//! loop (routes, readiness, metrics, leadership) and the self-managed certificates, which are in
-//! place before the server loads them. Everything else lives in the modules it wires.
+//! loop (routes, metrics, leadership; never readiness) and the self-managed certificates, which
+//! are in place before the server loads them. Everything else lives in the modules it wires.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -90,13 +90,12 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
         let reloader = CatalogueReloader::new(path, server.policy(), server.registry_mut());
         tokio::spawn(reloader.run(options.cert_reload_interval))
     });
-    // The watch loop never holds admission up: it connects (and retries) in the background.
+    // The watch loop never holds admission up: it connects (and retries) in the background, and
+    // its sync gates `/apps` and its own metric, never `/readyz`. With `failurePolicy: Fail` a
+    // loop that cannot list would otherwise refuse every KService write in the cluster.
     let mut watch = watch::spawn(&args.watch);
     if !args.watch.no_watch {
         server.merge_routes(watch.router(&args.watch, &args.status_api));
-        server
-            .readiness()
-            .register("watch-cache-synced", watch.synced.clone());
         watch.register_metrics(server.registry_mut());
     }
     if args.status_api.metrics_auth {

@@ -1,9 +1,11 @@
 //! Readiness: named gates that must all be open, and the shutdown flag that closes them all.
 //!
-//! A component that must be ready before the webhook takes traffic (the watch loop's cache,
-//! say) asks for a gate with [`Readiness::gate`] (or hands over its own flag with
-//! [`Readiness::register`]) and stores `true` into it when ready. The
-//! server holds the `certificates` gate itself. Once shutdown begins `/readyz` fails for good.
+//! Readiness is admission's: it says whether this replica can answer AdmissionReviews, so only
+//! what admission needs may gate it. The server holds the `certificates` gate itself; a
+//! component admission cannot work without asks for a gate with [`Readiness::gate`] and stores
+//! `true` into it when ready. The watch loop never gates it (its sync gates `/apps` and its own
+//! metric): with `failurePolicy: Fail`, a replica held unready by a loop that cannot list would
+//! make kube-apiserver refuse every KService write. Once shutdown begins `/readyz` fails for good.
 //! Owns no I/O.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,20 +47,6 @@ impl Readiness {
         let gate = Arc::new(AtomicBool::new(false));
         gates.push((name.to_string(), gate.clone()));
         gate
-    }
-
-    /// Register a flag its owner already holds (e.g. the watch loop's `synced`) as gate `name`;
-    /// replaces a gate of the same name.
-    pub fn register(&self, name: &str, flag: Arc<AtomicBool>) {
-        let mut gates = self
-            .inner
-            .gates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match gates.iter_mut().find(|(n, _)| n == name) {
-            Some((_, gate)) => *gate = flag,
-            None => gates.push((name.to_string(), flag)),
-        }
     }
 
     /// Fail readiness from now on (shutdown has begun).
@@ -110,11 +98,6 @@ mod tests {
         certs.store(true, Ordering::SeqCst);
         assert!(Arc::ptr_eq(&cache, &readiness.gate("cache")));
         cache.store(true, Ordering::SeqCst);
-        assert_eq!(readiness.status(), Status::Ready);
-        let synced = Arc::new(AtomicBool::new(false));
-        readiness.register("watch", synced.clone());
-        assert_eq!(readiness.status(), Status::Waiting(vec!["watch".into()]));
-        synced.store(true, Ordering::SeqCst);
         assert_eq!(readiness.status(), Status::Ready);
         readiness.clone().begin_shutdown();
         assert_eq!(readiness.status(), Status::ShuttingDown);

@@ -44,6 +44,10 @@ pub struct WatchArgs {
     /// Events a `/apps/watch` subscriber may lag behind before it is told to resync.
     #[arg(long, env = "KSVC_WEBHOOK_WATCH_BUFFER", default_value_t = 256)]
     pub watch_buffer: usize,
+    /// Apps whose writes (as leader) may run at once; one app's writes never overlap, and
+    /// status never waits for a write.
+    #[arg(long, env = "KSVC_WEBHOOK_WRITE_CONCURRENCY", default_value = "4")]
+    pub write_concurrency: std::num::NonZeroUsize,
 }
 
 /// Who may read the status API (`/apps…`, src/watch/http.rs) and how much: flattened into `serve`.

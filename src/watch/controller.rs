@@ -2,8 +2,10 @@
 //! a level-triggered reconcile of every app they touch.
 //!
 //! Every replica keeps the stores and the status hub current; only the leader runs the plan's
-//! writes and records Events. A broken watch resumes from its last resourceVersion (kube-runtime's
-//! watcher, with backoff); a failed reconcile is retried with backoff; a periodic resync and every
+//! writes and records Events. The select loop never waits on the API: it computes and publishes
+//! status at once and hands writes to [`super::inflight`], which runs them off the loop and
+//! returns their outcomes. A broken watch resumes from its last resourceVersion (kube-runtime's
+//! watcher, with backoff); a failed write is retried with backoff; a periodic resync and every
 //! gain of leadership reconcile everything again. Decisions live in `status` and `plan`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,15 +22,14 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tracing::Instrument;
 
 use super::cache::{Cache, Evaluation, service_key};
 use super::hub::{AppKey, AppRecord, Change, Hub};
-use super::kapi::{self, Backoff};
+use super::inflight::{Done, Writes};
+use super::kapi::Backoff;
 use super::metrics::Metrics;
-use super::plan::Action;
 use super::view::{KService, Revision};
-use super::writes::Writer;
+use super::writes::{Job, Transition, Writer};
 use crate::keys;
 use crate::report::error_chain;
 
@@ -46,6 +47,8 @@ pub struct LoopOptions {
     pub backoff: Backoff,
     /// How often every app is reconciled again, events or not.
     pub resync_every: Duration,
+    /// Apps whose writes may run at once (at least one); one app's writes never overlap.
+    pub write_concurrency: usize,
     /// This replica, as reported on Events.
     pub identity: String,
 }
@@ -54,7 +57,7 @@ pub struct LoopOptions {
 #[derive(Clone)]
 pub struct Shared {
     pub hub: Arc<Hub>,
-    /// Set once both caches have listed everything.
+    /// Set once both caches have listed everything and every app has a status; gates `/apps`.
     pub synced: Arc<AtomicBool>,
     /// Whether this replica may write.
     pub leader: watch::Receiver<bool>,
@@ -74,7 +77,10 @@ where
 struct State {
     cache: Cache,
     dirty: BTreeSet<AppKey>,
-    retry: BTreeMap<AppKey, (Instant, u32)>,
+    /// When a failed app is tried again.
+    retry_at: BTreeMap<AppKey, Instant>,
+    /// Failed attempts in a row, per app; cleared by a success.
+    attempts: BTreeMap<AppKey, u32>,
     services_listed: bool,
     revisions_listed: bool,
     relisted: bool,
@@ -109,10 +115,13 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
         identity: opts.identity.clone(),
         metrics: shared.metrics.clone(),
     };
+    // Dropped with the loop: a stopping loop aborts its writes.
+    let mut writes = Writes::new(writer, shared.leader.clone(), opts.write_concurrency);
     let mut st = State {
         cache: Cache::new(services, revisions),
         dirty: BTreeSet::new(),
-        retry: BTreeMap::new(),
+        retry_at: BTreeMap::new(),
+        attempts: BTreeMap::new(),
         services_listed: false,
         revisions_listed: false,
         relisted: false,
@@ -122,10 +131,10 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let mut resync = tokio::time::interval(opts.resync_every);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let next_retry = st.retry.values().map(|(at, _)| *at).min();
+        let next_retry = st.retry_at.values().min().copied();
         tokio::select! {
             ev = svc_events.next() => match ev {
-                Some(Ok(ev)) => on_service(&mut st, &shared.hub, ev),
+                Some(Ok(ev)) => on_service(&mut st, &mut writes, &shared.hub, ev),
                 Some(Err(error)) => watch_error(&shared.metrics, "services", &error),
                 None => return,
             },
@@ -134,6 +143,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
                 Some(Err(error)) => watch_error(&shared.metrics, "revisions", &error),
                 None => return,
             },
+            done = writes.next_done() => on_done(&mut st, &shared.metrics, &opts.backoff, done),
             _ = resync.tick() => st.dirty.extend(st.all_keys()),
             changed = leader.changed(), if leader_alive => match changed {
                 Ok(()) if *leader.borrow() => st.dirty.extend(st.all_keys()),
@@ -142,18 +152,24 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
             },
             _ = tokio::time::sleep_until(next_retry.unwrap_or_else(Instant::now)), if next_retry.is_some() => {
                 let now = Instant::now();
-                let due: Vec<AppKey> = st.retry.iter().filter(|(_, (at, _))| *at <= now).map(|(k, _)| k.clone()).collect();
-                st.dirty.extend(due);
+                let due: Vec<AppKey> = st.retry_at.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
+                for key in due {
+                    st.retry_at.remove(&key);
+                    st.dirty.insert(key);
+                }
             }
         }
         if !(st.services_listed && st.revisions_listed) {
             continue;
         }
         let first_sync = after_list(&mut st, &shared);
-        reconcile_dirty(&mut st, &shared, &writer, &opts.backoff).await;
+        // Never waits: status is published here, writes only start (see `inflight`).
+        reconcile_dirty(&mut st, &shared, &mut writes);
         if first_sync {
-            // Ready only once every app has a status: `/apps` never serves a half-filled cache.
+            // Synced once every app has a status, not once their writes are done: `/apps` never
+            // serves a half-filled cache, and never waits behind a slow write.
             shared.synced.store(true, Ordering::Release);
+            shared.metrics.synced.set(1);
             tracing::info!(apps = st.cache.services.len(), "app cache synced");
         }
         shared.metrics.refresh_apps(&shared.hub);
@@ -174,33 +190,51 @@ fn after_list(st: &mut State, shared: &Shared) -> bool {
     first
 }
 
-/// Reconcile every dirty app; failures come back after a backoff.
-async fn reconcile_dirty(st: &mut State, shared: &Shared, writer: &Writer, backoff: &Backoff) {
+/// Reconcile every dirty app: publish its status now, hand its writes to the queue.
+fn reconcile_dirty(st: &mut State, shared: &Shared, writes: &mut Writes) {
     for key in std::mem::take(&mut st.dirty) {
-        // Read per app: a replica that loses the lease mid-batch stops writing at once.
+        // Read per app; the job reads it again before every write.
         let leading = *shared.leader.borrow();
         let span =
             tracing::debug_span!("reconcile", ns = %key.namespace, name = %key.name, leading);
+        let _entered = span.enter();
         let started = std::time::Instant::now();
-        let result = reconcile(st, shared, writer, &key, leading)
-            .instrument(span)
-            .await;
+        let job = reconcile(st, shared, &key, leading);
         shared
             .metrics
             .duration
             .observe(started.elapsed().as_secs_f64());
-        match result {
-            Ok(()) => {
-                st.retry.remove(&key);
-            }
-            Err(error) => {
-                shared.metrics.error("write");
-                let attempt = st.retry.get(&key).map_or(0, |(_, n)| n + 1);
-                let delay = backoff.delay(attempt);
-                tracing::warn!(ns = %key.namespace, name = %key.name, error = %error_chain(&error), ?delay, "reconcile failed; retrying");
-                st.retry.insert(key, (Instant::now() + delay, attempt));
+        if !writes.is_running(&key) {
+            // A job starting now replaces a pending retry; its outcome sets the next one.
+            st.retry_at.remove(&key);
+            if job.as_ref().is_none_or(|j| j.actions.is_empty()) {
+                // Whatever failed before no longer needs writing.
+                st.attempts.remove(&key);
             }
         }
+        writes.dispatch(&key, job);
+    }
+}
+
+/// A job ended: forget its failures, or retry it after a backoff; reconcile again at once if the
+/// app changed while it ran.
+fn on_done(st: &mut State, metrics: &Metrics, backoff: &Backoff, done: Done) {
+    let Done { key, result, again } = done;
+    match result {
+        Ok(()) => {
+            st.attempts.remove(&key);
+        }
+        Err(error) => {
+            metrics.error("write");
+            let attempt = st.attempts.get(&key).map_or(0, |n| n + 1);
+            let delay = backoff.delay(attempt);
+            tracing::warn!(ns = %key.namespace, name = %key.name, error = %error_chain(&error), ?delay, "reconcile failed; retrying");
+            st.attempts.insert(key.clone(), attempt);
+            st.retry_at.insert(key.clone(), Instant::now() + delay);
+        }
+    }
+    if again {
+        st.dirty.insert(key);
     }
 }
 
@@ -209,7 +243,7 @@ fn watch_error(metrics: &Metrics, what: &str, error: &watcher::Error) {
     tracing::warn!(resource = what, error = %error_chain(error), "watch failed; resuming with backoff");
 }
 
-fn on_service(st: &mut State, hub: &Hub, ev: watcher::Event<KService>) {
+fn on_service(st: &mut State, writes: &mut Writes, hub: &Hub, ev: watcher::Event<KService>) {
     match ev {
         watcher::Event::Apply(k) | watcher::Event::InitApply(k) => {
             st.dirty.insert(service_key(&k));
@@ -217,7 +251,9 @@ fn on_service(st: &mut State, hub: &Hub, ev: watcher::Event<KService>) {
         watcher::Event::Delete(k) => {
             let key = service_key(&k);
             st.dirty.remove(&key);
-            st.retry.remove(&key);
+            st.retry_at.remove(&key);
+            st.attempts.remove(&key);
+            writes.forget(&key);
             hub.remove(&key);
         }
         watcher::Event::Init => {}
@@ -257,18 +293,13 @@ pub fn record_of(ksvc: &KService, status: super::status::AppStatus) -> AppRecord
     }
 }
 
-/// Reconcile one app: status for everyone; the plan's writes for the leader.
-async fn reconcile(
-    st: &State,
-    shared: &Shared,
-    writer: &Writer,
-    key: &AppKey,
-    leading: bool,
-) -> kapi::Result<()> {
+/// Reconcile one app: publish its status (every replica); plan its writes (the leader). `None`
+/// when this replica has nothing to write for it.
+fn reconcile(st: &State, shared: &Shared, key: &AppKey, leading: bool) -> Option<Job> {
     shared.metrics.reconciles.inc();
     let Some(eval) = st.cache.evaluate(key, &Timestamp::now().to_string()) else {
         shared.hub.remove(key);
-        return Ok(());
+        return None;
     };
     let Evaluation {
         ksvc,
@@ -278,43 +309,23 @@ async fn reconcile(
     } = eval;
     let change = shared.hub.upsert(record);
     if !leading {
-        return Ok(());
-    }
-    // One Event per phase change; progress within a phase (a new STOPPING message) is not one.
-    if let Change::Transition {
-        previous: Some(previous),
-        record,
-    } = &change
-        && *previous != record.status.phase
-    {
-        writer.transition_event(&ksvc, *previous, record).await;
+        return None;
     }
     if let Some(waiting) = &planned.waiting {
         tracing::debug!(waiting, "stop not finished");
     }
-    for action in planned.actions {
-        match action {
-            Action::ApplyStopEdits => {
-                writer.apply_stop_edits(key).await?;
-            }
-            Action::DeleteRevision {
-                name,
-                uid,
-                resource_version,
-            } => {
-                let deleted = writer
-                    .delete_revision(key, &name, uid, resource_version)
-                    .await?;
-                if deleted == kapi::Deleted::Deleted {
-                    let note = format!(
-                        "deleted revision {name}: the app is stopped and traffic has left it"
-                    );
-                    writer
-                        .event(&ksvc, false, "RevisionDeleted", "Delete", note)
-                        .await;
-                }
-            }
-        }
-    }
-    Ok(())
+    // One Event per phase change; progress within a phase (a new STOPPING message) is not one.
+    let transition = match change {
+        Change::Transition {
+            previous: Some(previous),
+            record,
+        } if previous != record.status.phase => Some(Transition { previous, record }),
+        Change::Transition { .. } | Change::Refresh | Change::None => None,
+    };
+    Some(Job {
+        key: key.clone(),
+        ksvc,
+        transition,
+        actions: planned.actions,
+    })
 }

@@ -1,4 +1,5 @@
-//! The watch loop's Prometheus metrics: apps by status, reconciles, errors and reconcile duration.
+//! The watch loop's Prometheus metrics: whether the app cache has synced, apps by status,
+//! reconciles, errors, writes in flight and the time of reconciles and of writes.
 //!
 //! Created once, cloned into the loop (metrics are shared handles), registered by the server with
 //! [`Metrics::register`]. Must never block or do I/O.
@@ -16,26 +17,36 @@ type Labels = Vec<(&'static str, &'static str)>;
 /// The loop's metric handles.
 #[derive(Clone)]
 pub struct Metrics {
+    /// `ksvc_webhook_watch_synced`: 1 once both caches have listed and every app has a status
+    /// (`/apps` answers 503 until then), else 0. Admission readiness never depends on it.
+    pub synced: Gauge,
     /// `ksvc_webhook_watch_apps{phase}`: apps in each phase, from this replica's cache.
     pub apps: Family<Labels, Gauge>,
     /// `ksvc_webhook_watch_reconciles_total`.
     pub reconciles: Counter,
     /// `ksvc_webhook_watch_errors_total{kind}`: failed API calls and watch errors.
     pub errors: Family<Labels, Counter>,
-    /// `ksvc_webhook_watch_reconcile_duration_seconds`.
+    /// `ksvc_webhook_watch_reconcile_duration_seconds`: status, plan and publishing of one app.
     pub duration: Histogram,
     /// `ksvc_webhook_watch_writes_total{action}`: writes made as leader.
     pub writes: Family<Labels, Counter>,
+    /// `ksvc_webhook_watch_writes_in_flight`: apps whose writes are queued or running.
+    pub writes_in_flight: Gauge,
+    /// `ksvc_webhook_watch_write_duration_seconds`: one app's writes, from getting a write slot.
+    pub write_duration: Histogram,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         Self {
+            synced: Gauge::default(),
             apps: Family::default(),
             reconciles: Counter::default(),
             errors: Family::default(),
             duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
             writes: Family::default(),
+            writes_in_flight: Gauge::default(),
+            write_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
         }
     }
 }
@@ -44,6 +55,11 @@ impl Metrics {
     /// Register every metric under the `ksvc_webhook_watch` prefix.
     pub fn register(&self, registry: &mut Registry) {
         let r = registry.sub_registry_with_prefix("ksvc_webhook_watch");
+        r.register(
+            "synced",
+            "1 once the app cache has listed everything and every app has a status, else 0",
+            self.synced.clone(),
+        );
         r.register(
             "apps",
             "Apps in each phase, from this replica's cache",
@@ -57,13 +73,23 @@ impl Metrics {
         );
         r.register(
             "reconcile_duration_seconds",
-            "Time to reconcile one app, API writes included",
+            "Time to compute and publish one app's status and plan; writes are timed apart",
             self.duration.clone(),
         );
         r.register(
             "writes",
             "Writes made as leader, by action",
             self.writes.clone(),
+        );
+        r.register(
+            "writes_in_flight",
+            "Apps whose writes are queued or running",
+            self.writes_in_flight.clone(),
+        );
+        r.register(
+            "write_duration_seconds",
+            "Time of one app's writes, from getting a write slot",
+            self.write_duration.clone(),
         );
     }
 
@@ -133,6 +159,16 @@ mod tests {
         );
         assert!(
             text.contains(r#"ksvc_webhook_watch_errors_total{kind="watch"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains("ksvc_webhook_watch_synced 0"), "{text}");
+        metrics.synced.set(1);
+        metrics.writes_in_flight.inc();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("ksvc_webhook_watch_synced 1"), "{text}");
+        assert!(
+            text.contains("ksvc_webhook_watch_writes_in_flight 1"),
             "{text}"
         );
     }

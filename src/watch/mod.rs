@@ -3,8 +3,9 @@
 //! was bypassed, then teardown of the old revisions once traffic has left them).
 //!
 //! Shape: observed objects (reflector stores) → pure [`status::status_for`] / [`plan::plan`] →
-//! API writes ([`writes`]). [`spawn`] returns at once: admission never waits on this module, and
-//! with no cluster reachable the loop logs once and keeps retrying with backoff.
+//! API writes ([`writes`], run off the loop by [`inflight`]). [`spawn`] returns at once: admission
+//! never waits on this module (its readiness does not depend on the loop's sync), and with no
+//! cluster reachable the loop logs once and keeps retrying with backoff.
 
 pub mod access;
 pub mod args;
@@ -14,6 +15,7 @@ pub mod controller;
 pub mod edit;
 pub mod http;
 pub mod hub;
+pub mod inflight;
 pub mod metrics;
 pub mod plan;
 pub mod reviews;
@@ -62,7 +64,8 @@ pub const API_CALLS: &[ApiCall] = &[
 pub struct WatchHandle {
     /// Every app's status; feed of `/apps/watch`.
     pub hub: Arc<Hub>,
-    /// Readiness: true once both caches have listed everything.
+    /// True once both caches have listed everything and every app has a status. Gates `/apps`
+    /// (503 until then), never admission's `/readyz`; exported as `ksvc_webhook_watch_synced`.
     pub synced: Arc<AtomicBool>,
     /// Leadership of this replica; other components (the certificate manager) may follow it.
     pub leader: watch::Receiver<bool>,
@@ -184,6 +187,7 @@ async fn run(
         api_timeout: timeout,
         backoff: Backoff::default(),
         resync_every: args.resync_interval.max(Duration::from_secs(1)),
+        write_concurrency: args.write_concurrency.get(),
         identity,
     };
     tokio::select! {

@@ -1,8 +1,9 @@
 //! The leader's writes: the stop edits, revision deletes and Kubernetes Events (events.k8s.io/v1).
 //!
 //! Thin: each method makes one bounded, preconditioned write (see [`super::kapi`]), counts it, and
-//! logs one line. Deciding what to write is [`super::plan`]'s job; deciding *whether* this replica
-//! may write (leadership) is the caller's.
+//! logs one line; [`Writer::run`] makes one app's [`Job`] in order, reading leadership before
+//! every write so a replica that loses the lease stops at once. Deciding what to write is
+//! [`super::plan`]'s job; when and how many jobs run is [`super::inflight`]'s.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
@@ -10,11 +11,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use std::sync::Arc;
+use tokio::sync::watch;
 
 use super::edit::apply_stop_edits;
 use super::hub::{AppKey, AppRecord};
 use super::kapi::{self, Backoff, Deleted, Updated, timed};
 use super::metrics::Metrics;
+use super::plan::Action;
 use super::status::Phase;
 use super::view::{GROUP, KService, VERSION};
 use crate::keys;
@@ -28,6 +32,33 @@ pub fn knative(kind: &str, plural: &str) -> ApiResource {
         kind: kind.into(),
         plural: plural.into(),
     }
+}
+
+/// A phase change to record as an Event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub previous: Phase,
+    pub record: Box<AppRecord>,
+}
+
+impl Transition {
+    /// Two changes seen one after the other, as one: from the first's phase to the second's record.
+    pub fn then(self, later: Transition) -> Transition {
+        Transition {
+            previous: self.previous,
+            record: later.record,
+        }
+    }
+}
+
+/// One app's writes, planned by the loop from its cache and made off the loop.
+#[derive(Clone)]
+pub struct Job {
+    pub key: AppKey,
+    pub ksvc: Arc<KService>,
+    /// The Event of a phase change, if the app changed phase since the last one recorded.
+    pub transition: Option<Transition>,
+    pub actions: Vec<Action>,
 }
 
 /// Makes the leader's writes.
@@ -44,6 +75,53 @@ pub struct Writer {
 impl Writer {
     fn api(&self, ns: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), ns, &knative(kind, plural))
+    }
+
+    /// Make one app's writes in order while this replica leads; the first failed write ends the
+    /// job (the loop retries it with backoff). Leadership is read before every write.
+    pub async fn run(&self, job: Job, leader: &watch::Receiver<bool>) -> kapi::Result<()> {
+        let leading = || *leader.borrow();
+        let Job {
+            key,
+            ksvc,
+            transition,
+            actions,
+        } = job;
+        // One Event per phase change; progress within a phase (a new STOPPING message) is not one.
+        if let Some(Transition { previous, record }) = transition
+            && previous != record.status.phase
+            && leading()
+        {
+            self.transition_event(&ksvc, previous, &record).await;
+        }
+        for action in actions {
+            if !leading() {
+                tracing::info!(ns = %key.namespace, name = %key.name, "lost leadership; the app's remaining writes are left to the new leader");
+                return Ok(());
+            }
+            match action {
+                Action::ApplyStopEdits => {
+                    self.apply_stop_edits(&key).await?;
+                }
+                Action::DeleteRevision {
+                    name,
+                    uid,
+                    resource_version,
+                } => {
+                    let deleted = self
+                        .delete_revision(&key, &name, uid, resource_version)
+                        .await?;
+                    if deleted == Deleted::Deleted {
+                        let note = format!(
+                            "deleted revision {name}: the app is stopped and traffic has left it"
+                        );
+                        self.event(&ksvc, false, "RevisionDeleted", "Delete", note)
+                            .await;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Apply min-scale 0 and cluster-local visibility (read-modify-write, retried on conflict).

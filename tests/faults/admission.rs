@@ -1,6 +1,6 @@
 //! The server as `serve` wires it (real `watch::spawn`, kubeconfig at the fake) while every list
-//! the watch loop makes fails: admission answers all along, `/readyz` says what it waits for
-//! until the cache has synced, then says ready.
+//! the watch loop makes fails: admission answers and `/readyz` is 200 all along (readiness is
+//! admission's), while `/apps` answers 503 until the cache has synced, then serves it.
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use crate::support::FakeApi;
 use crate::support::fake_api::Fault;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admission_answers_and_readyz_tells_the_truth_while_the_lists_fail() {
+async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
     let fake = FakeApi::start().await;
     // Three failures each: 0.8 s, 1.6 s and 3.2 s of backoff (and as much again of jitter).
     for resource in ["services", "revisions"] {
@@ -32,6 +32,7 @@ async fn admission_answers_and_readyz_tells_the_truth_while_the_lists_fail() {
         api_timeout: Duration::from_secs(3),
         resync_interval: Duration::from_secs(300),
         watch_buffer: 16,
+        write_concurrency: std::num::NonZeroUsize::MIN,
     };
     let mut watch = None;
     let server = harness::start(
@@ -48,9 +49,6 @@ async fn admission_answers_and_readyz_tells_the_truth_while_the_lists_fail() {
                 metrics_auth: false,
             };
             server.merge_routes(handle.router(&args, &open));
-            server
-                .readiness()
-                .register("watch-cache-synced", handle.synced.clone());
             watch = Some(handle);
         },
     )
@@ -58,8 +56,9 @@ async fn admission_answers_and_readyz_tells_the_truth_while_the_lists_fail() {
     let mut conn = harness::h1(&server).await;
 
     let (status, text) = conn.get("/readyz").await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let (status, text) = conn.get("/apps").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
-    assert_eq!(text, "waiting for: watch-cache-synced\n");
     let body = harness::review("uid-during-faults", 0);
     let (status, answer) = conn.review(body.clone()).await.unwrap();
     harness::assert_answer("uid-during-faults", &body, status, &answer);
@@ -70,19 +69,29 @@ async fn admission_answers_and_readyz_tells_the_truth_while_the_lists_fail() {
 
     let limit = Instant::now() + Duration::from_secs(30);
     let ready = loop {
-        let (status, _) = conn.get("/readyz").await;
+        let (status, _) = conn.get("/apps").await;
         if status == StatusCode::OK {
             break Instant::now();
         }
-        assert!(Instant::now() < limit, "never ready");
+        let (status, text) = conn.get("/readyz").await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "readiness never waits on the loop: {text}"
+        );
+        assert!(Instant::now() < limit, "/apps never synced");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert_eq!(fake.faults_left(), 0, "ready only once the lists succeeded");
+    assert_eq!(
+        fake.faults_left(),
+        0,
+        "synced only once the lists succeeded"
+    );
     let took = since_fault(&fake, ready);
     // The third backoff step, jitter included.
     let bound = Duration::from_millis(3200 * 2);
     println!(
-        "admission: lists failing | ready after {:.2}s | bound {:.1}s",
+        "admission: lists failing | /apps synced after {:.2}s | bound {:.1}s",
         took.as_secs_f64(),
         bound.as_secs_f64()
     );

@@ -64,10 +64,11 @@ impl Loop {
             backoff: Backoff::default(),
             resync_every: resync,
             identity: identity.to_owned(),
+            write_concurrency: 4,
         };
         let run = controller::run(client, opts, shared).with_subscriber(logs.dispatch());
         let task = tokio::spawn(run);
-        // Readiness as a probe sees it: when the flag first turned true.
+        // The loop's sync as `/apps` sees it: when the flag first turned true.
         let synced_at = Arc::new(Mutex::new(None));
         let (flag, at) = (synced.clone(), synced_at.clone());
         let probe = tokio::spawn(async move {

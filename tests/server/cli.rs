@@ -10,7 +10,7 @@ use hyper::StatusCode;
 
 use crate::harness::{self, review};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
 
 #[tokio::test]
 async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
@@ -42,8 +42,8 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
             "127.0.0.1:0",
             "--drain-period",
             "2s",
-            // No cluster here: serve the generated files, without the watch loop (whose
-            // unsynced cache would hold readiness back).
+            // No cluster here: serve the generated files, without the watch loop (its state
+            // never gates readiness; see watch_gate.rs for serve with an unreachable cluster).
             "--self-managed-certs=false",
             "--no-watch",
             "--tls-dir",
@@ -87,10 +87,10 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
 }
 
 /// Kills the server if the test fails before it exits on its own.
-struct KillOnDrop(Option<std::process::Child>);
+pub(crate) struct KillOnDrop(pub(crate) Option<std::process::Child>);
 
 impl KillOnDrop {
-    fn get(&mut self) -> &mut std::process::Child {
+    pub(crate) fn get(&mut self) -> &mut std::process::Child {
         self.0.as_mut().unwrap()
     }
 }
@@ -105,7 +105,7 @@ impl Drop for KillOnDrop {
 }
 
 /// The HTTPS address from the `serving admission reviews listen=…` log line.
-fn listen_addr(stdout: std::process::ChildStdout) -> SocketAddr {
+pub(crate) fn listen_addr(stdout: std::process::ChildStdout) -> SocketAddr {
     let lines = BufReader::new(stdout).lines();
     for line in lines {
         let line = line.unwrap();

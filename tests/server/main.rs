@@ -11,3 +11,5 @@ mod harness;
 mod lifecycle;
 #[cfg(test)]
 mod requests;
+#[cfg(test)]
+mod watch_gate;

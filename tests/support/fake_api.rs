@@ -61,6 +61,8 @@ struct Inner {
     last_fault: Option<std::time::Instant>,
     /// Admission in the write path (issue 13, see admit.rs).
     admission: admit::Admission,
+    /// Writes (PUT, DELETE) to these objects are held this long before they are handled.
+    write_delays: HashMap<Key, std::time::Duration>,
 }
 
 /// The fake API server.
@@ -223,6 +225,22 @@ impl FakeApi {
     /// End every open watch stream, as an API server restart or a load balancer would.
     pub fn disconnect_watches(&self) {
         self.cut.send_modify(|n| *n += 1);
+    }
+
+    /// Hold every write (PUT, DELETE) to one object for `delay` before handling it, as a slow
+    /// API server or admission webhook would. The request is recorded when it arrives.
+    pub fn delay_writes(&self, resource: &str, ns: &str, name: &str, delay: std::time::Duration) {
+        let key = (resource.to_owned(), ns.to_owned(), name.to_owned());
+        self.inner.lock().unwrap().write_delays.insert(key, delay);
+    }
+
+    /// How long a write with `method` to this object is held.
+    fn write_delay(&self, method: &Method, key: Key) -> Option<std::time::Duration> {
+        let write = *method == Method::PUT || *method == Method::DELETE;
+        let inner = self.inner.lock().unwrap();
+        write
+            .then(|| inner.write_delays.get(&key).copied())
+            .flatten()
     }
 }
 

@@ -116,7 +116,8 @@ impl Replica {
         };
         let opts = LoopOptions {
             namespace: None,
-            api_timeout: Duration::from_secs(5),
+            // Above the 5 s write delay some tests inject: a held write is slow, not failed.
+            api_timeout: Duration::from_secs(10),
             backoff: Backoff {
                 min: Duration::from_millis(5),
                 max: Duration::from_millis(50),
@@ -124,6 +125,7 @@ impl Replica {
                 attempts: 6,
             },
             resync_every: Duration::from_secs(3600),
+            write_concurrency: 4,
             identity: identity.to_owned(),
         };
         let task = tokio::spawn(controller::run(fake.client(), opts, shared));
@@ -148,12 +150,17 @@ impl Replica {
         })
     }
 
-    /// Wait until every change made before this call has been reconciled: reconciles run one at a
-    /// time, so once a fresh marker app shows up, everything queued before it is done.
+    /// Wait until every change made before this call has been reconciled: events are reconciled
+    /// in order, so once a fresh marker app shows up every status before it is published and
+    /// every write planned before it has started; then wait for the writes in flight to end.
     pub async fn settle(&self, fake: &FakeApi, marker: &str) {
         fake.put("services", ksvc(marker, false, false, 1, &[], ""));
         wait_until(&format!("marker {marker} is reconciled"), || {
             self.app(marker).is_some()
+        })
+        .await;
+        wait_until("no write is in flight", || {
+            self.metrics.writes_in_flight.get() == 0
         })
         .await;
     }

@@ -99,6 +99,14 @@ pub(super) async fn handle(
     if let Some(fault) = fake.take_fault(&method, &path.resource, ns, name, &query) {
         return fault.answer().await;
     }
+    let object = (
+        path.resource.clone(),
+        path.namespace.clone().unwrap_or_default(),
+        path.name.clone().unwrap_or_default(),
+    );
+    if let Some(delay) = fake.write_delay(&method, object) {
+        tokio::time::sleep(delay).await;
+    }
     {
         let mut inner = fake.inner.lock().unwrap();
         if let Some(n) = inner
