@@ -353,3 +353,96 @@ fn load_reports_the_file() {
     assert!(load(std::path::Path::new("examples/sidecars.yaml")).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn fronting_templates_are_checked_at_load() {
+    let fronting = |fronts: Value| {
+        let mut t = good();
+        t["fronts"] = fronts;
+        t
+    };
+    let mut two = fronting(json!({"port": 4180}));
+    two["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "helper", "image": "h:1"}));
+    let mut with_port = fronting(json!({"port": 4180}));
+    with_port["containers"][0]["ports"] = json!([{"containerPort": 4180}]);
+    let upstream = json!(["--upstream=http://127.0.0.1:{{ .AppPort }}"]);
+    let mut app_port_elsewhere = good();
+    app_port_elsewhere["containers"][0]["args"] = upstream.clone();
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "port 0",
+            fronting(json!({"port": 0})),
+            "templates.t.fronts.port: 0 is not a port",
+        ),
+        (
+            "a reserved port",
+            fronting(json!({"port": 8012})),
+            "templates.t.fronts.port: 8012 is a port Knative reserves",
+        ),
+        (
+            "an unknown container",
+            fronting(json!({"port": 4180, "container": "nope"})),
+            "templates.t.fronts.container: names \"nope\", which is not a container",
+        ),
+        (
+            "several containers, none named",
+            two,
+            "templates.t.fronts.container: is missing",
+        ),
+        (
+            "a port of its own",
+            with_port,
+            "templates.t.containers[0].ports: a fronting template declares no ports",
+        ),
+        (
+            "{{ .AppPort }} outside a fronting template",
+            app_port_elsewhere,
+            "templates.t.containers[0].args[0]: uses {{ .AppPort }}, which only a fronting template",
+        ),
+    ];
+    for (name, template, want) in cases {
+        let found = problems(template);
+        assert!(
+            found.iter().any(|p| p.starts_with(want)),
+            "{name}: want {want:?} in {found:#?}"
+        );
+    }
+    let mut ok = fronting(json!({"port": 4180}));
+    ok["containers"][0]["args"] = upstream;
+    assert_eq!(problems(ok), Vec::<String>::new());
+}
+
+#[test]
+fn at_most_one_fronting_template_is_a_default_and_fronts_is_hashed() {
+    let fronting = |port: u16| {
+        let mut t = good();
+        t["fronts"] = json!({"port": port});
+        t
+    };
+    let mut other = fronting(4181);
+    other["containers"][0]["name"] = json!("other");
+    other["containers"][0]["volumeMounts"][0]["name"] = json!("other-logs");
+    other["volumes"][0]["name"] = json!("other-logs");
+    let text = catalogue_text(json!({"a": fronting(4180), "b": other}), json!(["a", "b"]));
+    let err = Catalogue::parse(&text).unwrap_err().to_string();
+    assert!(
+        err.contains("default: lists the fronting templates \"a\" and \"b\""),
+        "{err}"
+    );
+    let hash = |t: Value| {
+        let cat = Catalogue::parse(&catalogue_text(json!({"t": t}), json!([]))).unwrap();
+        cat.get("t").unwrap().hash.clone()
+    };
+    assert_ne!(hash(fronting(4180)), hash(fronting(4181)));
+    assert_ne!(hash(fronting(4180)), hash(good()));
+    let example = std::fs::read_to_string("examples/sidecars.yaml").unwrap();
+    let fronts = Catalogue::parse(&example).unwrap();
+    let fronts = fronts.get("auth-proxy").unwrap().fronts.as_ref().unwrap();
+    assert_eq!(
+        (fronts.port, fronts.container.as_str()),
+        (4180, "auth-proxy")
+    );
+}

@@ -1,6 +1,8 @@
-//! Property tests of sidecar injection over generated KServices and selections: injecting twice
-//! is injecting once (empty second patch), the patch replays, uninject(inject(x)) = x, and a
-//! catalogue change converges to what a fresh injection gives.
+//! Property tests of sidecar injection over generated KServices and selections, a fronting
+//! template among them: injecting twice is injecting once (empty second patch), the patch
+//! replays, uninject(inject(x)) = x, a catalogue change converges to what a fresh injection
+//! gives, exactly one container declares the port after any admission with sidecars, and
+//! opting out of a fronting template gives the user's containers back as written.
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
@@ -33,13 +35,44 @@ templates:
         volumeMounts: [{name: otel-config, mountPath: /etc/otel, readOnly: true}]
       - {name: metrics-helper, image: "busybox:1"}
     volumes: [{name: otel-config, configMap: {name: otel}}]
+  front:
+    fronts: {port: 4180}
+    containers:
+      - {name: front-proxy, image: "proxy:1", args: ["--upstream=127.0.0.1:{{ .AppPort }}"]}
 "#;
 
 fn policy(text: &str) -> Policy {
     Policy {
         sidecars: Arc::new(ksvc_webhook::admission::sidecars::Catalogue::parse(text).unwrap()),
+        // Fronting a container with probes needs Knative's multi-container probing.
+        knative: ksvc_webhook::admission::sidecars::Knative {
+            multi_container_probing: true,
+        },
         ..Policy::default()
     }
+}
+
+/// The names of the containers that declare ports.
+fn port_owners(o: &Value) -> usize {
+    o["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ports"].as_array().is_some_and(|p| !p.is_empty()))
+        .count()
+}
+
+/// Whether the webhook injected any sidecar into `o`.
+fn with_sidecars(o: &Value) -> bool {
+    o["metadata"]["annotations"]
+        .get("sidecar.flyte.org/status")
+        .is_some()
+}
+
+fn with_inject(x: &Value, inject: &str) -> Value {
+    let mut x = x.clone();
+    x["metadata"]["annotations"]["sidecar.flyte.org/inject"] = json!(inject);
+    x
 }
 
 fn decide(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
@@ -59,10 +92,12 @@ fn decide(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
     d
 }
 
-fn container(i: usize, port: bool, env: bool, extra: bool) -> Value {
+fn container(i: usize, port: Option<&Value>, env: bool, extra: bool) -> Value {
     let mut c = json!({"name": format!("c{i}"), "image": format!("img:{i}")});
-    if port {
-        c["ports"] = json!([{"containerPort": 8080}]);
+    if let Some(port) = port {
+        c["ports"] = json!([port]);
+        c["readinessProbe"] = json!({"httpGet": {"path": "/ready", "port": port.get("name")}});
+        c["livenessProbe"] = json!({"tcpSocket": {}, "periodSeconds": 3});
     }
     if env {
         c["env"] = json!([{"name": "A", "value": "1"}]);
@@ -80,21 +115,40 @@ prop_compose! {
         stopped in any::<bool>(),
         shapes in prop::collection::vec((any::<bool>(), any::<bool>()), 1..4),
         port_at in 0usize..3,
+        port in prop_oneof![
+            Just(json!({"containerPort": 8080})),
+            Just(json!({"containerPort": 9000, "name": "h2c"})),
+            Just(json!({"containerPort": 8081, "name": "http1", "protocol": "TCP"})),
+        ],
+        probes in any::<bool>(),
         volumes in 0usize..3,
         selection in prop_oneof![
             Just(None),
             Just(Some("none".to_string())),
-            prop::sample::subsequence(vec!["proxy", "metrics", "shipper"], 0..=3)
+            prop::sample::subsequence(vec!["proxy", "metrics", "shipper", "front"], 0..=4)
                 .prop_map(|names| Some(names.join(","))),
+            Just(Some("none,front".to_string())),
         ],
         user_annotation in any::<bool>(),
     ) -> Value {
         let port_at = port_at % shapes.len();
-        let containers: Vec<Value> = shapes
+        // A lone container may leave its port to Knative (8080) when it is fronted.
+        let fronted = selection.as_deref().is_some_and(|s| s.contains("front"));
+        let portless = shapes.len() == 1 && fronted && !probes;
+        let mut containers: Vec<Value> = shapes
             .iter()
             .enumerate()
-            .map(|(i, (env, extra))| container(i, i == port_at, *env, *extra))
+            .map(|(i, (env, extra))| {
+                container(i, (i == port_at && !portless).then_some(&port), *env, *extra)
+            })
             .collect();
+        if !probes {
+            for c in &mut containers {
+                let c = c.as_object_mut().unwrap();
+                c.remove("readinessProbe");
+                c.remove("livenessProbe");
+            }
+        }
         let mut obj = json!({
             "apiVersion": "serving.knative.dev/v1",
             "kind": "Service",
@@ -123,6 +177,41 @@ prop_compose! {
 }
 
 proptest! {
+    #[test]
+    fn exactly_one_container_declares_the_port_after_any_admission(
+        x in kservice(),
+        next in prop::sample::select(vec!["", "none", "front", "none,front", "proxy", "none,metrics"]),
+    ) {
+        let p = policy(CATALOGUE);
+        // With sidecars, exactly one container declares the port; without, the user's own
+        // containers are as written (a lone container may leave its port to Knative).
+        let user_ports = port_owners(&x);
+        let holds = |o: &Value| match with_sidecars(o) {
+            true => port_owners(o) == 1,
+            false => port_owners(o) == user_ports,
+        };
+        let first = decide("CREATE", x, &p).object_json().unwrap();
+        prop_assert!(holds(&first), "{first}");
+        let changed = with_inject(&first, next);
+        let req = Request::kservice("p", "UPDATE", "ns", changed.clone(), Some(changed));
+        let d = admission::decide(req, &p);
+        match d.object_json() {
+            Some(o) if d.allowed => prop_assert!(holds(&o), "{o}"),
+            // Only a lone container without a port is refused ordinary sidecars.
+            _ => prop_assert_eq!(user_ports, 0, "{}", d.message()),
+        }
+    }
+
+    #[test]
+    fn opting_out_of_a_fronting_template_gives_the_containers_back(x in kservice()) {
+        let p = policy(CATALOGUE);
+        let fronted = decide("CREATE", with_inject(&x, "front"), &p).object_json().unwrap();
+        prop_assert_eq!(port_owners(&fronted), 1);
+        let back = decide("UPDATE", with_inject(&fronted, "none"), &p).object_json().unwrap();
+        prop_assert_eq!(mutate::user_spec(&back), mutate::user_spec(&with_inject(&x, "none")));
+        prop_assert_eq!(port_owners(&back), port_owners(&x));
+    }
+
     #[test]
     fn inject_twice_is_inject_once(x in kservice()) {
         let p = policy(CATALOGUE);

@@ -455,3 +455,29 @@ fn review_answers_with_a_patch_that_injects() {
         ["app", "log-shipper", "auth-proxy"]
     );
 }
+
+#[test]
+fn the_injected_example_is_what_mutate_prints_now() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"))
+        .args(["mutate", "--sidecars", "examples/sidecars.yaml"])
+        .args(["-f", "examples/sidecar-ksvc.yaml"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let file = std::fs::read_to_string("examples/sidecar-ksvc.injected.yaml").unwrap();
+    // The file opens with comments saying how it was made; the rest is mutate's output.
+    let generated: String = file
+        .lines()
+        .skip_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        generated,
+        String::from_utf8(output.stdout).unwrap(),
+        "regenerate examples/sidecar-ksvc.injected.yaml with the command in its first line"
+    );
+}

@@ -39,6 +39,8 @@ pub struct Policy {
     pub mutate: Settings,
     /// The sidecar catalogue (empty: no sidecars); shared, so a reload swaps it cheaply.
     pub sidecars: Arc<Catalogue>,
+    /// What the cluster's Knative allows that fronting sidecars depend on.
+    pub knative: sidecars::Knative,
 }
 
 /// The request part of an AdmissionReview: the fields the decision reads. Decoded from a review,
@@ -166,10 +168,11 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
         namespace: &namespace,
         domain_template: &policy.domain_template,
     });
-    let sidecar_plan = sidecars::plan(&object, &policy.sidecars).unwrap_or_else(|found| {
-        violations.extend(found);
-        sidecars::Plan::default()
-    });
+    let sidecar_plan =
+        sidecars::plan(&object, &policy.sidecars, policy.knative).unwrap_or_else(|found| {
+            violations.extend(found);
+            sidecars::Plan::default()
+        });
     if !violations.is_empty() {
         return Decision::deny(violations);
     }

@@ -111,7 +111,7 @@ fn set_annotation(ed: &mut Editor, key: &str, value: &str) {
 /// Upsert the endpoint env var in the serving container; returns a different value it replaced.
 fn upsert_endpoint_env(ed: &mut Editor, pattern: &str) -> Option<String> {
     let containers = ksvc::containers(ed.doc());
-    let index = ksvc::serving_container(containers)?;
+    let index = sidecars::app_container(ed.doc())?;
     let env = containers[index].get("env").and_then(Node::as_array);
     let matches: Vec<usize> = env
         .map(|env| {
@@ -181,7 +181,7 @@ pub fn strip(ed: &mut Editor) -> bool {
 
 fn remove_endpoint_env(ed: &mut Editor) {
     let containers = ksvc::containers(ed.doc());
-    let Some(index) = ksvc::serving_container(containers) else {
+    let Some(index) = sidecars::app_container(ed.doc()) else {
         return;
     };
     let Some(env) = containers[index].get("env").and_then(Node::as_array) else {

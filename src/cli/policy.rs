@@ -10,6 +10,7 @@ use crate::admission::Policy;
 use crate::admission::mutate::Settings;
 use crate::admission::naming::{DomainTemplate, TemplateError};
 use crate::admission::sidecars::{self, Catalogue};
+use crate::report::error_chain;
 
 /// Cluster settings the admission decision depends on.
 #[derive(Debug, Clone, Args)]
@@ -37,6 +38,12 @@ pub struct PolicyArgs {
     /// list (see examples/sidecars.yaml). Without it no sidecar is injected.
     #[arg(long, env = "KSVC_WEBHOOK_SIDECARS", value_name = "FILE")]
     pub sidecars: Option<PathBuf>,
+    /// The cluster sets Knative's config-features `multi-container-probing: "enabled"`: a
+    /// KService whose own container has probes may then be fronted by a sidecar (its probes
+    /// stay on its container, naming its port). Off, such a KService is refused, as Knative
+    /// would refuse the probes on a container without the serving port.
+    #[arg(long, env = "KSVC_WEBHOOK_MULTI_CONTAINER_PROBING")]
+    pub multi_container_probing: bool,
 }
 
 /// Settings that cannot be used.
@@ -62,6 +69,81 @@ impl PolicyArgs {
                 allow_zero_initial_scale: self.allow_zero_initial_scale,
             },
             sidecars: Arc::new(catalogue),
+            knative: sidecars::Knative {
+                multi_container_probing: self.multi_container_probing,
+            },
         })
+    }
+
+    /// The policy `serve` starts with. A sidecar catalogue that cannot be loaded is logged and
+    /// stands in as [`Catalogue::unavailable`] rather than stopping the server: a crash-looping
+    /// webhook would refuse every KService write without a word, while this one refuses, with the
+    /// reason, only those that do not opt out of sidecars, and recovers when the file is fixed.
+    pub fn startup_policy(&self) -> Result<Policy, PolicyError> {
+        match self.policy() {
+            Err(PolicyError::Sidecars(err)) => {
+                let reason = error_chain(&err);
+                tracing::warn!(
+                    error = %reason,
+                    "sidecar catalogue cannot be loaded; KServices that do not opt out of sidecars \
+                     are refused until it can"
+                );
+                let without = PolicyArgs {
+                    sidecars: None,
+                    ..self.clone()
+                };
+                let mut policy = without.policy()?;
+                policy.sidecars = Arc::new(Catalogue::unavailable(reason));
+                Ok(policy)
+            }
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arc_swap::ArcSwap;
+    use clap::Parser as _;
+    use prometheus_client::registry::Registry;
+
+    use crate::server::catalogue::{CatalogueReloader, Checked};
+
+    const ONE: &str =
+        "templates:\n  agent:\n    containers:\n      - name: agent\n        image: agent:1\n";
+
+    #[tokio::test]
+    async fn a_catalogue_that_cannot_be_loaded_at_start_fails_closed_until_it_can() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sidecars.yaml");
+        std::fs::write(&path, "templates: [not, a, map]").unwrap();
+        let cli = super::super::Cli::parse_from([
+            "ksvc-webhook",
+            "mutate",
+            "-f",
+            "-",
+            "--sidecars",
+            path.to_str().unwrap(),
+        ]);
+        let super::super::Command::Mutate(args) = cli.command else {
+            panic!("not mutate");
+        };
+        assert!(args.policy.policy().is_err(), "offline commands still fail");
+        let policy = args.policy.startup_policy().unwrap();
+        let reason = policy.sidecars.unavailable_reason().unwrap().to_string();
+        assert!(
+            reason.contains("does not have the expected shape"),
+            "{reason}"
+        );
+        let policy = Arc::new(ArcSwap::from_pointee(policy));
+        let mut registry = Registry::default();
+        let mut reloader = CatalogueReloader::new(path.clone(), policy.clone(), &mut registry);
+        assert!(matches!(reloader.check().await, Checked::Rejected(_)));
+        assert!(policy.load().sidecars.unavailable_reason().is_some());
+        std::fs::write(&path, ONE).unwrap();
+        assert_eq!(reloader.check().await, Checked::Reloaded { templates: 1 });
+        assert_eq!(policy.load().sidecars.unavailable_reason(), None);
     }
 }

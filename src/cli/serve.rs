@@ -52,7 +52,7 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     let policy = args
         .policy
-        .policy()
+        .startup_policy()
         .context("invalid admission policy flags")?;
     runtime.block_on(serve(args, policy))
 }

@@ -2,8 +2,10 @@
 //!
 //! Kubernetes updates a mounted ConfigMap by swapping a `..data` symlink, so the file is read
 //! again on every tick (through the link) rather than watched with inotify. A catalogue that does
-//! not load is reported and counted; the previous one keeps serving. I/O only: parsing and every
-//! rule are [`crate::admission::sidecars`]'.
+//! not load is reported and counted; the previous one keeps serving. A catalogue that does not
+//! load at start-up does not stop the server (`cli::policy`'s start-up policy): admission fails closed for
+//! every KService that may get a sidecar (one may be an auth proxy that fronts the app) until a
+//! check loads the file. I/O only: parsing and every rule are [`crate::admission::sidecars`]'.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -112,6 +114,16 @@ impl CatalogueReloader {
                 Checked::Unchanged => {}
                 Checked::Reloaded { templates } => {
                     tracing::info!(path = %self.path.display(), templates, "sidecar catalogue reloaded");
+                }
+                Checked::Rejected(reason)
+                    if self.policy.load().sidecars.unavailable_reason().is_some() =>
+                {
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        error = %reason,
+                        "sidecar catalogue still cannot be loaded; KServices that do not opt out \
+                         of sidecars are refused until it can"
+                    )
                 }
                 Checked::Rejected(reason) => tracing::warn!(
                     path = %self.path.display(),

@@ -33,11 +33,67 @@ pub(super) fn check(templates: &BTreeMap<String, RawTemplate>, default: &[String
             ));
         }
     }
+    let fronting: Vec<&str> = default
+        .iter()
+        .filter(|n| templates.get(*n).is_some_and(|t| t.fronts.is_some()))
+        .map(String::as_str)
+        .collect();
+    if fronting.len() > 1 {
+        out.push(problem(
+            "default",
+            format!(
+                "lists the fronting templates {}; only one sidecar can hold the app's serving \
+                 port, so at most one fronting template may be a default",
+                quoted(&fronting)
+            ),
+        ));
+    }
     for (name, template) in templates {
         check_template(name, template, &mut out);
     }
     unique_across(templates, &mut out);
     out
+}
+
+fn quoted(names: &[&str]) -> String {
+    let names: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    names.join(" and ")
+}
+
+/// A fronting template's `fronts`: a port Knative lets the serving container declare, on one of
+/// the template's own containers.
+fn check_fronts(at: &str, template: &RawTemplate, out: &mut Vec<Problem>) {
+    let Some(fronts) = &template.fronts else {
+        return;
+    };
+    let port = fronts.port;
+    if !(1..=65535).contains(&port) {
+        out.push(problem(
+            format!("{at}.fronts.port"),
+            format!("{port} is not a port: use 1 to 65535"),
+        ));
+    } else if RESERVED_PORTS.iter().any(|r| i64::from(*r) == port) {
+        out.push(problem(
+            format!("{at}.fronts.port"),
+            format!("{port} is a port Knative reserves for its queue-proxy; use another"),
+        ));
+    }
+    let names: Vec<&str> = template.containers.iter().filter_map(name_of).collect();
+    match (&fronts.container, names.as_slice()) {
+        (Some(c), _) if !names.contains(&c.as_str()) => out.push(problem(
+            format!("{at}.fronts.container"),
+            format!(
+                "names {c:?}, which is not a container of this template; name the container \
+                 that listens on fronts.port"
+            ),
+        )),
+        (None, [_, _, ..]) => out.push(problem(
+            format!("{at}.fronts.container"),
+            "is missing: the template has several containers, so say which one listens on \
+             fronts.port",
+        )),
+        _ => {}
+    }
 }
 
 fn problem(path: impl Into<String>, problem: impl Into<String>) -> Problem {
@@ -88,7 +144,14 @@ fn check_template(name: &str, template: &RawTemplate, out: &mut Vec<Problem>) {
     let mut mounted = Vec::new();
     for (i, c) in template.containers.iter().enumerate() {
         let path = format!("{at}.containers[{i}]");
-        check_container(&path, c, &volumes, &mut mounted, out);
+        check_container(
+            &path,
+            c,
+            &volumes,
+            &mut mounted,
+            template.fronts.is_some(),
+            out,
+        );
     }
     for (vname, _) in &volumes {
         if !mounted.contains(vname) {
@@ -103,12 +166,14 @@ fn check_template(name: &str, template: &RawTemplate, out: &mut Vec<Problem>) {
     }
     duplicates(&at, "containers", &template.containers, out);
     duplicates(&at, "volumes", &template.volumes, out);
+    check_fronts(&at, template, out);
+    let fronting = template.fronts.is_some();
     for (field, items) in [
         ("containers", &template.containers),
         ("volumes", &template.volumes),
     ] {
         for (i, item) in items.iter().enumerate() {
-            placeholders(&format!("{at}.{field}[{i}]"), item, out);
+            placeholders(&format!("{at}.{field}[{i}]"), item, fronting, out);
         }
     }
 }
@@ -136,6 +201,7 @@ fn check_container(
     value: &Value,
     volumes: &[(String, &Value)],
     mounted: &mut Vec<String>,
+    fronting: bool,
     out: &mut Vec<Problem>,
 ) {
     let c: Container = match serde_json::from_value(value.clone()) {
@@ -171,7 +237,16 @@ fn check_container(
     if c.ports.as_ref().is_some_and(|p| !p.is_empty()) {
         out.push(problem(
             format!("{path}.ports"),
-            "sidecars declare no ports: Knative allows one port per revision, and it is the user's",
+            match fronting {
+                false => {
+                    "sidecars declare no ports: Knative allows one port per revision, and it is \
+                     the user's (a template that must receive the requests says fronts: {port: N})"
+                }
+                true => {
+                    "a fronting template declares no ports: the webhook hands the revision's one \
+                     port over to it at admission, from fronts.port"
+                }
+            },
         ));
     }
     let probes = [
@@ -248,7 +323,7 @@ fn check_mounts(
     }
 }
 
-fn name_of(v: &Value) -> Option<&str> {
+pub(super) fn name_of(v: &Value) -> Option<&str> {
     v.get("name").and_then(Value::as_str)
 }
 
@@ -266,9 +341,10 @@ fn duplicates(at: &str, field: &str, items: &[Value], out: &mut Vec<Problem>) {
 
 /// Bad placeholders anywhere. (A placeholder in a container or volume name is refused by the
 /// DNS-1123 check: names must be known at load, for the uniqueness and clash checks.)
-fn placeholders(at: &str, body: &Value, out: &mut Vec<Problem>) {
+/// `{{ .AppPort }}` is known only to a fronting template: only it moves the app's port.
+fn placeholders(at: &str, body: &Value, fronting: bool, out: &mut Vec<Problem>) {
     walk(at, body, &mut |path, s| {
-        if let Some(p) = params::problem(s) {
+        if let Some(p) = params::problem(s, fronting) {
             out.push(problem(path, p));
         }
     });

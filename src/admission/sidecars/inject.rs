@@ -6,10 +6,12 @@
 //! Only what that record lists is ever replaced or removed; the user's containers and volumes are
 //! never touched. An injected copy whose template hash is unchanged is left exactly as it is (so
 //! fields Knative defaulted into it stay, and the revision template does not change); a changed
-//! template's copy is removed and the new one appended after the user's containers.
+//! template's copy is removed and the new one appended after the user's containers. A fronting
+//! template's serving port is handed over (and back) by `handover.rs`, and recorded beside.
 
 use serde::{Deserialize, Serialize};
 
+use super::handover::{self, Handover};
 use super::{Params, Template, params};
 use crate::admission::ksvc;
 use crate::json::Node;
@@ -50,12 +52,16 @@ impl Injected {
     }
 }
 
-/// The `sidecar.flyte.org/status` annotation: every template injected, in order.
+/// The `sidecar.flyte.org/status` annotation: every template injected, in order, and the
+/// serving port's handover to a fronting template.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     /// In injection order.
     #[serde(default)]
     pub templates: Vec<Injected>,
+    /// Which container holds the serving port, and the user's port as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handover: Option<Handover>,
 }
 
 impl Status {
@@ -75,6 +81,8 @@ pub struct Plan<'c> {
     pub selected: Vec<&'c Template>,
     /// The status record the object carries.
     pub previous: Status,
+    /// The serving port's handover to the selected fronting template, if one is selected.
+    pub handover: Option<Handover>,
 }
 
 /// The two lists a template adds to.
@@ -130,7 +138,10 @@ impl Kind {
 /// ones after the user's containers and volumes, and record the result. Returns a warning for
 /// each template replaced or removed, so the user knows why the revision changed.
 pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) -> Vec<String> {
-    let params = Params::of(ed.doc(), namespace);
+    let mut params = Params::of(ed.doc(), namespace);
+    if let Some(h) = &plan.handover {
+        params.app_port = h.app_port.to_string();
+    }
     let digest = if plan.selected.iter().any(|t| t.parameterised()) {
         params.digest()
     } else {
@@ -142,9 +153,16 @@ pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) -> Vec<String> {
         .map(|t| Injected::of(t, &digest))
         .collect();
     // A template recorded exactly as it would be injected now is current: its copy stays as is.
+    // A fronting template's copy also carries the handed-over port: a new handover refills it.
+    let handed_again = plan.previous.handover != plan.handover;
+    let fronting = |name: &str| {
+        [&plan.previous.handover, &plan.handover]
+            .iter()
+            .any(|h| h.as_ref().is_some_and(|h| h.template == name))
+    };
     let current: Vec<&Injected> = wanted
         .iter()
-        .filter(|w| plan.previous.templates.contains(w))
+        .filter(|w| plan.previous.templates.contains(w) && !(handed_again && fronting(&w.name)))
         .collect();
     let mut removed_volume = false;
     for kind in Kind::ALL {
@@ -163,17 +181,48 @@ pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) -> Vec<String> {
         let removed = remove_named(ed, kind.path(), &stale);
         removed_volume |= removed && kind == Kind::Volume;
     }
+    if let Some(previous) = plan.previous.handover.as_ref().filter(|_| handed_again) {
+        handover::undo(ed, previous);
+    }
+    if let Some(h) = &plan.handover {
+        handover::apply(ed, h);
+    }
     for t in &plan.selected {
         for kind in Kind::ALL {
-            add_missing(ed, kind, t, &params);
+            add_missing(ed, kind, t, &params, plan.handover.as_ref());
         }
     }
     if removed_volume {
         drop_empty_list(ed, ksvc::VOLUMES);
     }
-    let warnings = changes(&plan.previous, &wanted);
-    write_status(ed, &Status { templates: wanted });
+    let mut warnings = changes(&plan.previous, &wanted);
+    warnings.extend(handed(&plan.previous, plan.handover.as_ref()));
+    write_status(
+        ed,
+        &Status {
+            templates: wanted,
+            handover: plan.handover.clone(),
+        },
+    );
     warnings
+}
+
+/// A warning when the serving port moved on a KService that had been fronted.
+fn handed(previous: &Status, now: Option<&Handover>) -> Option<String> {
+    let before = previous.handover.as_ref()?;
+    match now {
+        None => Some(format!(
+            "sidecar template {:?} no longer fronts your app: the serving port went back to \
+             container {:?}",
+            before.template, before.from
+        )),
+        Some(h) if h != before => Some(format!(
+            "the serving port was handed over again, to container {:?} of sidecar template {:?} \
+             (your port, probes or the fronting template changed)",
+            h.container, h.template
+        )),
+        Some(_) => None,
+    }
 }
 
 fn changes(previous: &Status, wanted: &[Injected]) -> Vec<String> {
@@ -198,8 +247,15 @@ fn changes(previous: &Status, wanted: &[Injected]) -> Vec<String> {
         .collect()
 }
 
-/// Append each of `t`'s items of `kind` that the object does not hold yet, filled from `params`.
-fn add_missing(ed: &mut Editor, kind: Kind, t: &Template, params: &Params) {
+/// Append each of `t`'s items of `kind` that the object does not hold yet, filled from `params`;
+/// the container a handover names gets the serving port.
+fn add_missing(
+    ed: &mut Editor,
+    kind: Kind,
+    t: &Template,
+    params: &Params,
+    handover: Option<&Handover>,
+) {
     let (items, holes) = match kind {
         Kind::Container => (&t.containers, &t.container_holes),
         Kind::Volume => (&t.volumes, &t.volume_holes),
@@ -210,7 +266,12 @@ fn add_missing(ed: &mut Editor, kind: Kind, t: &Template, params: &Params) {
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default();
         if position(ed.doc(), kind.path(), name).is_none() {
-            let filled = params::fill(item, holes, params);
+            let mut filled = params::fill(item, holes, params);
+            if let Some(h) = handover
+                .filter(|h| kind == Kind::Container && h.template == t.name && h.container == name)
+            {
+                filled["ports"] = h.serving_ports();
+            }
             ed.push(kind.path(), Node::from_json(filled));
         }
     }
@@ -258,7 +319,7 @@ fn drop_empty_list(ed: &mut Editor, path: &[&str]) {
 
 fn write_status(ed: &mut Editor, status: &Status) {
     let path = [ksvc::ANNOTATIONS, &[keys::ANNOTATION_SIDECAR_STATUS]].concat();
-    if status.templates.is_empty() {
+    if status.templates.is_empty() && status.handover.is_none() {
         ed.remove(&path);
     } else {
         let text = serde_json::to_string(status).unwrap_or_default();
@@ -272,6 +333,9 @@ pub fn strip(ed: &mut Editor) -> bool {
     let Ok(status) = Status::read(ed.doc()) else {
         return false;
     };
+    if let Some(h) = &status.handover {
+        handover::undo(ed, h);
+    }
     for kind in Kind::ALL {
         let names: Vec<&str> = status
             .templates

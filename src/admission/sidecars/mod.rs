@@ -11,6 +11,11 @@
 //!     volumes: [{name: app-logs, emptyDir: {}}]
 //! ```
 //!
+//! A template may *front* the app (`fronts: {port: 4180}`): an auth proxy, a WAF, a request logger
+//! that must sit on the request path. Knative sends every request to the one container that
+//! declares `ports`, so the webhook hands that declaration over from the user's container to the
+//! fronting one (`handover.rs`); `{{ .AppPort }}` tells the proxy where the app listens.
+//!
 //! Containers and volumes stay `serde_json::Value`s, so fields unknown to k8s-openapi survive
 //! injection; the typed k8s-openapi views are used only to check them. A template that breaks
 //! Knative's multi-container rules is refused when the catalogue is parsed (`catalogue.rs`), never
@@ -21,6 +26,7 @@
 //! Only [`load`] touches the file system; everything else is pure and reads no clock.
 
 mod catalogue;
+mod handover;
 mod inject;
 mod params;
 mod select;
@@ -35,6 +41,7 @@ use sha2::{Digest, Sha256};
 
 use crate::admission::spec_sha::{canonical_json, json_sha};
 
+pub use handover::{Fronts, Handover, Knative, ProbePort, app_container};
 pub use inject::{Injected, Plan, Status, converge, strip};
 pub use params::Params;
 pub use select::plan;
@@ -102,7 +109,10 @@ pub struct Template {
     pub containers: Vec<Value>,
     /// The volumes the containers mount, as written.
     pub volumes: Vec<Value>,
-    /// 16 hex characters of SHA-256 over the canonical JSON of `{containers, volumes}`.
+    /// For a fronting template, the port its container listens on instead of the app.
+    pub fronts: Option<Fronts>,
+    /// 16 hex characters of SHA-256 over the canonical JSON of `{containers, volumes}` (and
+    /// `fronts` when the template fronts the app).
     pub hash: String,
     /// The container names, in order.
     pub container_names: Vec<String>,
@@ -129,6 +139,9 @@ pub struct Catalogue {
     templates: BTreeMap<String, Template>,
     default: Vec<String>,
     fingerprint: String,
+    /// Why the catalogue file could not be loaded at start-up, when it could not: admission
+    /// then fails closed for every KService that may get a sidecar.
+    unavailable: Option<String>,
 }
 
 /// The catalogue file as written.
@@ -151,6 +164,18 @@ struct RawTemplate {
     containers: Vec<Value>,
     #[serde(default)]
     volumes: Vec<Value>,
+    #[serde(default)]
+    fronts: Option<RawFronts>,
+}
+
+/// `fronts:` as written: the port the fronting container listens on, and which container that
+/// is (needed only when the template has several).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFronts {
+    port: i64,
+    #[serde(default)]
+    container: Option<String>,
 }
 
 impl Catalogue {
@@ -172,7 +197,16 @@ impl Catalogue {
             .templates
             .into_iter()
             .map(|(name, t)| {
-                let mut template = build(&name, t.containers, t.volumes);
+                let fronts = t.fronts.as_ref().map(|f| Fronts {
+                    // Checked in range by `catalogue::check`.
+                    port: i32::try_from(f.port).unwrap_or_default(),
+                    container: f.container.clone().unwrap_or_else(|| {
+                        catalogue::name_of(t.containers.first().unwrap_or(&Value::Null))
+                            .unwrap_or_default()
+                            .to_string()
+                    }),
+                });
+                let mut template = build(&name, t.containers, t.volumes, fronts);
                 template.description = t.description;
                 (name, template)
             })
@@ -187,7 +221,23 @@ impl Catalogue {
             templates,
             default,
             fingerprint,
+            unavailable: None,
         })
+    }
+
+    /// The stand-in for a catalogue file that could not be loaded (`reason` says why): it
+    /// injects nothing and makes admission refuse every KService that does not opt out of
+    /// sidecars, since one of them may be an auth proxy that must not be left out.
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Self {
+            unavailable: Some(reason.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Why the catalogue could not be loaded, if it could not.
+    pub fn unavailable_reason(&self) -> Option<&str> {
+        self.unavailable.as_deref()
     }
 
     /// SHA-256 (hex) of the canonical JSON of the parsed document: equal for catalogues that
@@ -217,17 +267,26 @@ impl Catalogue {
     }
 }
 
-fn build(name: &str, containers: Vec<Value>, volumes: Vec<Value>) -> Template {
+fn build(
+    name: &str,
+    containers: Vec<Value>,
+    volumes: Vec<Value>,
+    fronts: Option<Fronts>,
+) -> Template {
     let name_of = |v: &Value| {
         v.get("name")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string()
     };
-    let body = json!({"containers": containers, "volumes": volumes});
+    let mut body = json!({"containers": containers, "volumes": volumes});
+    if let Some(f) = &fronts {
+        body["fronts"] = json!({"port": f.port, "container": f.container});
+    }
     Template {
         name: name.to_string(),
         description: None,
+        fronts,
         hash: json_sha(&body),
         container_names: containers.iter().map(name_of).collect(),
         volume_names: volumes.iter().map(name_of).collect(),

@@ -2,7 +2,8 @@
 //!
 //! Placeholders follow Go template spelling (`{{ .Namespace }}`, spaces optional) and may appear
 //! in any string value of a template except names. Unknown or unterminated placeholders are
-//! refused when the catalogue is parsed, so filling one in never fails.
+//! refused when the catalogue is parsed, so filling one in never fails. `{{ .AppPort }}`, the port
+//! the app listens on, is known only to a template that fronts the app.
 
 use std::borrow::Cow;
 
@@ -11,7 +12,16 @@ use serde_json::Value;
 use crate::admission::ksvc;
 
 /// The placeholders a template may use.
-pub const NAMES: [&str; 5] = [".Namespace", ".Name", ".Project", ".Domain", ".AppName"];
+pub const NAMES: [&str; 6] = [
+    ".Namespace",
+    ".Name",
+    ".Project",
+    ".Domain",
+    ".AppName",
+    APP_PORT,
+];
+/// The placeholder of the app's own port, for the upstream of a fronting template.
+pub const APP_PORT: &str = ".AppPort";
 
 /// Values filled into a template for one KService.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,6 +36,9 @@ pub struct Params {
     pub domain: String,
     /// `{{ .AppName }}`: the `flyte.org/app-name` label of a managed app, else the KService name.
     pub app_name: String,
+    /// `{{ .AppPort }}`: the port the app listens on once a fronting template holds the serving
+    /// port (empty without one).
+    pub app_port: String,
 }
 
 impl Params {
@@ -39,6 +52,7 @@ impl Params {
                 project: id.project,
                 domain: id.domain,
                 app_name: id.name,
+                app_port: String::new(),
             },
             None => Self {
                 namespace: namespace.to_string(),
@@ -69,6 +83,7 @@ impl Params {
             ".Project" => Some(&self.project),
             ".Domain" => Some(&self.domain),
             ".AppName" => Some(&self.app_name),
+            APP_PORT => Some(&self.app_port),
             _ => None,
         }
     }
@@ -109,9 +124,23 @@ pub fn expand<'t, 'p>(
     Ok(Cow::Owned(out))
 }
 
-/// Why `text` has a bad placeholder, or `None`.
-pub fn problem(text: &str) -> Option<String> {
-    expand(text, |key| NAMES.contains(&key).then_some("")).err()
+/// Why `text` has a bad placeholder, or `None`; `{{ .AppPort }}` only when `fronting`.
+pub fn problem(text: &str, fronting: bool) -> Option<String> {
+    let app_port = std::cell::Cell::new(false);
+    let bad = expand(text, |key| {
+        app_port.set(app_port.get() || key == APP_PORT);
+        NAMES.contains(&key).then_some("")
+    })
+    .err();
+    match (bad, app_port.get() && !fronting) {
+        (Some(bad), _) => Some(bad),
+        (None, true) => Some(
+            "uses {{ .AppPort }}, which only a fronting template (fronts: {port: N}) knows: \
+             the app's port moves only when a sidecar takes it over"
+                .to_string(),
+        ),
+        (None, false) => None,
+    }
 }
 
 /// One step from a value to a string inside it.
@@ -183,26 +212,37 @@ mod tests {
             project: "p".into(),
             domain: "d".into(),
             app_name: "app".into(),
+            app_port: "8080".into(),
         };
-        let v = json!({"args": ["--tag={{ .Project }}/{{.Domain}}/{{ .AppName }}", 3],
+        let v = json!({"args": ["--tag={{ .Project }}/{{.Domain}}/{{ .AppName }}", "{{ .AppPort }}"],
                        "env": [{"value": "{{ .Name }}.{{ .Namespace }}"}]});
-        assert_eq!(holes(&v).len(), 2);
+        assert_eq!(holes(&v).len(), 3);
         assert_eq!(
             fill(&v, &holes(&v), &params),
-            json!({"args": ["--tag=p/d/app", 3], "env": [{"value": "app-p-d.ns"}]})
+            json!({"args": ["--tag=p/d/app", "8080"], "env": [{"value": "app-p-d.ns"}]})
         );
     }
 
     #[test]
     fn bad_placeholders_are_named() {
-        assert_eq!(problem("plain"), None);
-        assert_eq!(problem("{{ .Name }}-x"), None);
+        assert_eq!(problem("plain", false), None);
+        assert_eq!(problem("{{ .Name }}-x", false), None);
         assert!(
-            problem("{{ .Nope }}")
+            problem("{{ .Nope }}", false)
                 .unwrap()
                 .contains("unknown placeholder {{ .Nope }}")
         );
-        assert!(problem("a {{ .Name").unwrap().contains("unterminated"));
+        assert!(
+            problem("a {{ .Name", false)
+                .unwrap()
+                .contains("unterminated")
+        );
+        assert_eq!(problem("127.0.0.1:{{ .AppPort }}", true), None);
+        assert!(
+            problem("127.0.0.1:{{ .AppPort }}", false)
+                .unwrap()
+                .contains("only a fronting template")
+        );
     }
 
     #[test]

@@ -3,11 +3,14 @@
 //! The catalogue's `default` templates apply to every KService; the `sidecar.flyte.org/inject`
 //! annotation adds more by name, and `"none"` in it opts out of the defaults (`"none"` alone:
 //! no sidecar at all; `"none,auth-proxy"`: only the auth proxy). An unknown name, a
-//! sidecar container or volume name that the user's own already uses, or a user container
-//! without the port Knative needs once sidecars join it, is a [`Violation`].
+//! sidecar container or volume name that the user's own already uses, a user container
+//! without the port Knative needs once sidecars join it, two fronting templates, or a KService
+//! that cannot be fronted safely, is a [`Violation`]. While the catalogue cannot be loaded,
+//! every KService that does not opt out is one: it may need a fronting sidecar (fail closed).
 
 use crate::json::Node;
 
+use super::handover::{self, Handover, Knative};
 use super::inject::{Kind, Plan, Status};
 use super::{Catalogue, Template};
 use crate::admission::ksvc;
@@ -27,8 +30,13 @@ fn inject_path() -> String {
     format!("metadata.annotations[{}]", keys::ANNOTATION_SIDECAR_INJECT)
 }
 
-/// Select the templates for `doc` and check them against it; every violation is listed.
-pub fn plan<'c>(doc: &Node, catalogue: &'c Catalogue) -> Result<Plan<'c>, Vec<Violation>> {
+/// Select the templates for `doc` and check them against it and against what the cluster's
+/// Knative allows; every violation is listed.
+pub fn plan<'c>(
+    doc: &Node,
+    catalogue: &'c Catalogue,
+    knative: Knative,
+) -> Result<Plan<'c>, Vec<Violation>> {
     let mut out = Vec::new();
     let previous = Status::read(doc).unwrap_or_else(|err| {
         out.push(violation(
@@ -41,13 +49,104 @@ pub fn plan<'c>(doc: &Node, catalogue: &'c Catalogue) -> Result<Plan<'c>, Vec<Vi
         ));
         Status::default()
     });
+    if let Some(reason) = catalogue.unavailable_reason()
+        && let Some(refused) = unavailable(doc, reason)
+    {
+        out.push(refused);
+        return Err(out);
+    }
     let selected = select(doc, catalogue, &mut out);
     clashes(doc, catalogue, &selected, &previous, &mut out);
-    serving_port(doc, &selected, &previous, &mut out);
+    let handover = match fronting(&selected, &mut out) {
+        Some(t) => front(doc, t, &previous, knative, &mut out),
+        None => {
+            serving_port(doc, &selected, &previous, &mut out);
+            None
+        }
+    };
     if out.is_empty() {
-        Ok(Plan { selected, previous })
+        Ok(Plan {
+            selected,
+            previous,
+            handover,
+        })
     } else {
         Err(out)
+    }
+}
+
+/// Fail closed without a catalogue: only a KService that opts out of every sidecar passes (its
+/// injected ones, and a handover, are then taken back as recorded).
+fn unavailable(doc: &Node, reason: &str) -> Option<Violation> {
+    let requested = ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_SIDECAR_INJECT);
+    let only_none = requested.is_some_and(|r| {
+        r.split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .all(|t| t.eq_ignore_ascii_case(keys::SIDECAR_INJECT_NONE))
+            && !r.trim().is_empty()
+    });
+    (!only_none).then(|| {
+        violation(
+            "sidecar-catalogue",
+            inject_path(),
+            format!(
+                "cannot be honoured: the webhook cannot load its sidecar catalogue ({reason}), \
+                 so it cannot tell which sidecars this KService gets, and one of them may be a \
+                 proxy that fronts your app (an auth proxy); it refuses the KService rather \
+                 than admit it unprotected"
+            ),
+            format!(
+                "ask the platform team to fix the sidecar catalogue (the webhook re-reads it \
+                 and recovers by itself), or opt out of sidecars with {}: \"none\"",
+                keys::ANNOTATION_SIDECAR_INJECT
+            ),
+        )
+    })
+}
+
+/// The one fronting template among `selected`; two or more are a violation naming them all.
+fn fronting<'c>(selected: &[&'c Template], out: &mut Vec<Violation>) -> Option<&'c Template> {
+    let fronting: Vec<&Template> = selected
+        .iter()
+        .copied()
+        .filter(|t| t.fronts.is_some())
+        .collect();
+    match fronting.as_slice() {
+        [] => None,
+        [one] => Some(one),
+        many => {
+            let names: Vec<String> = many.iter().map(|t| format!("{:?}", t.name)).collect();
+            out.push(violation(
+                "sidecar-fronting-twice",
+                inject_path(),
+                format!(
+                    "selects the fronting sidecar templates {}; only one container can hold \
+                     your app's serving port",
+                    names.join(" and ")
+                ),
+                "select at most one fronting template (\"none\" drops the defaults)".into(),
+            ));
+            None
+        }
+    }
+}
+
+/// The handover `t` needs, checked against the user's container and Knative's rules.
+fn front(
+    doc: &Node,
+    t: &Template,
+    previous: &Status,
+    knative: Knative,
+    out: &mut Vec<Violation>,
+) -> Option<Handover> {
+    let fronts = t.fronts.as_ref()?;
+    match handover::user_view(doc, previous) {
+        Ok(view) => handover::wanted(t, fronts, &view, knative, out),
+        Err(v) => {
+            out.push(v);
+            None
+        }
     }
 }
 
@@ -167,7 +266,15 @@ fn serving_port(doc: &Node, selected: &[&Template], previous: &Status, out: &mut
         .iter()
         .filter(|c| !Kind::Container.listed(previous, ksvc::container_name(c)))
         .collect();
-    if !selected.is_empty() && !user.is_empty() && !user.iter().any(|c| declares_port(c)) {
+    // A port handed over to a fronting sidecar that no longer fronts comes back.
+    let handed_back = previous.handover.as_ref().is_some_and(|h| {
+        h.ports.is_some() && user.iter().any(|c| ksvc::container_name(c) == h.from)
+    });
+    if !selected.is_empty()
+        && !user.is_empty()
+        && !handed_back
+        && !user.iter().any(|c| declares_port(c))
+    {
         out.push(violation(
             "sidecar-port",
             "spec.template.spec.containers".into(),

@@ -1,0 +1,508 @@
+//! PURE: handing a KService's serving port over to a fronting sidecar, and back.
+//!
+//! Knative's queue-proxy sends every request to the port of the one container that declares
+//! `ports`. A fronting template (an auth proxy, a WAF) gets onto the request path by taking that
+//! declaration over: its container declares the port (at `fronts.port`, under the user's port
+//! name, so `h2c` stays `h2c`); the user's container declares none and gets `PORT` set to where
+//! the app listens (Knative sets `PORT` in the serving container only); and the user's probes
+//! that left their port to Knative name it outright, as Knative requires of a sidecar's probes.
+//! What changed is recorded as a [`Handover`] in `sidecar.flyte.org/status`, so [`undo`] gives
+//! every byte back. This module edits only the user's serving container; the fronting
+//! container's port is written by `inject.rs` when it fills the template in.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::Template;
+use super::inject::{Kind, Status};
+use crate::edit::Editor;
+use crate::keys;
+use crate::ksvc;
+use crate::node::Node;
+use crate::validate::Violation;
+
+/// The port Knative gives the app when its container declares none.
+pub const KNATIVE_DEFAULT_PORT: i32 = 8080;
+/// A container's probes.
+const PROBES: [&str; 3] = ["livenessProbe", "readinessProbe", "startupProbe"];
+/// The probe handlers whose port the serving container may leave to Knative.
+const PORT_HANDLERS: [&str; 2] = ["httpGet", "tcpSocket"];
+/// The variable Knative sets to the serving port, in the serving container only.
+const PORT_ENV: &str = "PORT";
+
+/// What the cluster's Knative allows that fronting depends on (its `config-features`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Knative {
+    /// `multi-container-probing: enabled`: containers without the port may have probes, each
+    /// naming its port. Off (Knative's default), a sidecar's probes are refused.
+    pub multi_container_probing: bool,
+}
+
+/// Where a fronting template listens instead of the app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fronts {
+    /// The port its container listens on: the revision's serving port once injected.
+    pub port: i32,
+    /// The container of the template that listens on it.
+    pub container: String,
+}
+
+/// A handover as recorded in `sidecar.flyte.org/status`: who holds the serving port now, and
+/// everything needed to give it back exactly as it was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Handover {
+    /// The fronting template.
+    pub template: String,
+    /// The container that declares the serving port now.
+    pub container: String,
+    /// The port it listens on.
+    pub port: i32,
+    /// The user's container that declared it.
+    pub from: String,
+    /// The user's `ports`, exactly as written; absent when the container declared none (then
+    /// Knative's default, 8080, was the app's port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<Value>,
+    /// Where the app listens: `{{ .AppPort }}`, and the `PORT` set in the user's container.
+    pub app_port: i32,
+    /// The user's probes now naming the app's port, each with the port it had.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbePort>,
+}
+
+/// One probe handler given the app's port by a handover.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbePort {
+    /// `livenessProbe`, `readinessProbe` or `startupProbe`.
+    pub probe: String,
+    /// `httpGet` or `tcpSocket`.
+    pub handler: String,
+    /// The port as written (`null` too); absent when it was unset.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub port: Option<Value>,
+}
+
+/// A member that is present is `Some`, even when it is `null` (serde's `Option` would say
+/// `None`), so a `port: null` is given back as written.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+impl Handover {
+    /// The fronting container's `ports`: its port under the user's port name and protocol, so
+    /// Knative speaks to it as it spoke to the app.
+    pub(super) fn serving_ports(&self) -> Value {
+        let mut port = serde_json::Map::new();
+        let first = self.ports.as_ref().and_then(|p| p.get(0));
+        for key in ["name", "protocol"] {
+            if let Some(v) = first.and_then(|p| p.get(key)) {
+                port.insert(key.to_string(), v.clone());
+            }
+        }
+        port.insert("containerPort".to_string(), json!(self.port));
+        json!([port])
+    }
+}
+
+/// The user's serving container as the user wrote it, a previous handover undone on paper.
+#[derive(Debug, Clone)]
+pub(super) struct UserView {
+    index: usize,
+    name: String,
+    ports: Option<Value>,
+    app_port: i32,
+    port_name: String,
+    /// Each probe the container has, as written.
+    probes: Vec<(&'static str, Value)>,
+    /// Whether the user set `PORT` in it.
+    sets_port: bool,
+}
+
+fn declares_port(c: &Node) -> bool {
+    c.get("ports")
+        .and_then(Node::as_array)
+        .is_some_and(|p| !p.is_empty())
+}
+
+fn violation(rule: &'static str, path: String, problem: String, fix: String) -> Violation {
+    Violation {
+        rule,
+        path,
+        problem,
+        fix,
+    }
+}
+
+fn at(index: usize) -> String {
+    format!("spec.template.spec.containers[{index}]")
+}
+
+/// The user's serving container and its port as written: the one of the user's containers that
+/// declares `ports`, else the one a previous handover took them from, else the only one.
+pub(super) fn user_view(doc: &Node, previous: &Status) -> Result<UserView, Violation> {
+    let user: Vec<(usize, &Node)> = ksvc::containers(doc)
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !Kind::Container.listed(previous, ksvc::container_name(c)))
+        .collect();
+    let declaring: Vec<&(usize, &Node)> = user.iter().filter(|(_, c)| declares_port(c)).collect();
+    let prev = previous.handover.as_ref();
+    let handed = prev.and_then(|h| user.iter().find(|(_, c)| ksvc::container_name(c) == h.from));
+    let (index, container, ports) = match (declaring.as_slice(), handed, user.as_slice()) {
+        ([(i, c)], _, _) => (*i, *c, c.get("ports").map(Node::to_json)),
+        ([], Some((i, c)), _) => (*i, *c, prev.and_then(|h| h.ports.clone())),
+        ([], None, [(i, c)]) => (*i, *c, None),
+        ([], None, _) => {
+            return Err(violation(
+                "sidecar-fronting-port",
+                "spec.template.spec.containers".into(),
+                "declares no port, so it is not clear which of your containers serves".into(),
+                "add ports: [{containerPort: 8080}] (your app's port) to your serving container"
+                    .into(),
+            ));
+        }
+        (many, _, _) => {
+            let names: Vec<String> = many.iter().map(|(i, _)| at(*i)).collect();
+            return Err(violation(
+                "sidecar-fronting-port",
+                format!("{}.ports", names.join(", ")),
+                "more than one of your containers declares ports; Knative allows one".into(),
+                "declare the port in your serving container only".into(),
+            ));
+        }
+    };
+    let (app_port, port_name) = port_of(index, ports.as_ref())?;
+    let name = ksvc::container_name(container).to_string();
+    let prev = prev.filter(|h| h.from == name);
+    let probes = PROBES
+        .iter()
+        .filter_map(|field| {
+            let probe = container.get(field).filter(|p| !p.is_null())?;
+            Some((*field, as_written(field, probe.to_json(), prev)))
+        })
+        .collect();
+    let ours = prev.map(|h| h.app_port.to_string());
+    let sets_port = env_ports(container)
+        .iter()
+        .any(|(_, value)| ours.as_deref() != Some(value.as_str()));
+    Ok(UserView {
+        index,
+        name,
+        ports,
+        app_port,
+        port_name,
+        probes,
+        sets_port,
+    })
+}
+
+/// The app's port and port name from `ports` as written (Knative's defaults without one).
+fn port_of(index: usize, ports: Option<&Value>) -> Result<(i32, String), Violation> {
+    let Some(ports) = ports else {
+        return Ok((KNATIVE_DEFAULT_PORT, String::new()));
+    };
+    let list = ports.as_array().map_or(&[][..], Vec::as_slice);
+    let number = |p: &Value| {
+        p.get("containerPort")
+            .and_then(Value::as_i64)
+            .and_then(|n| i32::try_from(n).ok())
+            .filter(|n| (1..=65535).contains(n))
+    };
+    match list {
+        [port] if number(port).is_some() => Ok((
+            number(port).unwrap_or(KNATIVE_DEFAULT_PORT),
+            port.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        )),
+        _ => Err(violation(
+            "sidecar-fronting-port",
+            format!("{}.ports", at(index)),
+            "is not one port with a containerPort from 1 to 65535, so it cannot be handed over \
+             to a fronting sidecar"
+                .into(),
+            "declare exactly one port, e.g. ports: [{containerPort: 8080}]".into(),
+        )),
+    }
+}
+
+/// `probe` with the ports a previous handover set put back as the user wrote them.
+fn as_written(field: &str, mut probe: Value, prev: Option<&Handover>) -> Value {
+    if let Some(h) = prev {
+        for edit in h.probes.iter().filter(|e| e.probe == field) {
+            restore_port(&mut probe, edit, h.app_port);
+        }
+    }
+    probe
+}
+
+/// Put `edit`'s port back into `probe` if it still holds the one the handover set.
+fn restore_port(probe: &mut Value, edit: &ProbePort, app_port: i32) -> bool {
+    let Some(handler) = probe
+        .get_mut(edit.handler.as_str())
+        .and_then(Value::as_object_mut)
+    else {
+        return false;
+    };
+    if handler.get("port") != Some(&json!(app_port)) {
+        return false;
+    }
+    match &edit.port {
+        Some(port) => handler.insert("port".into(), port.clone()),
+        None => handler.remove("port"),
+    };
+    true
+}
+
+/// The `PORT` entries of a container's env: index and value. Entries the parser kept raw are
+/// read only when their text holds the name.
+fn env_ports(container: &Node) -> Vec<(usize, String)> {
+    let entries = container.get("env").and_then(Node::as_array);
+    entries
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, entry)| {
+            if let Node::Raw { text, .. } = entry
+                && !text.contains(PORT_ENV)
+            {
+                return None;
+            }
+            let entry = entry.to_json();
+            (entry.get("name").and_then(Value::as_str) == Some(PORT_ENV)).then(|| {
+                let value = entry.get("value").and_then(Value::as_str);
+                (i, value.unwrap_or_default().to_string())
+            })
+        })
+        .collect()
+}
+
+/// The handover `t` needs from the user's container, or why the KService cannot be fronted
+/// safely (each reason in `out`).
+pub(super) fn wanted(
+    t: &Template,
+    fronts: &Fronts,
+    view: &UserView,
+    knative: Knative,
+    out: &mut Vec<Violation>,
+) -> Option<Handover> {
+    let before = out.len();
+    let leave_out = format!(
+        "or leave {:?} out of {}",
+        t.name,
+        keys::ANNOTATION_SIDECAR_INJECT
+    );
+    if !knative.multi_container_probing {
+        for (field, _) in &view.probes {
+            out.push(violation(
+                "sidecar-fronting-probe",
+                format!("{}.{field}", at(view.index)),
+                format!(
+                    "would be a probe on a container without the serving port once sidecar \
+                     template {:?} fronts your app, and Knative refuses those while its \
+                     multi-container-probing feature is off",
+                    t.name
+                ),
+                format!(
+                    "remove the probe, or enable multi-container-probing in Knative's \
+                     config-features and start the webhook with --multi-container-probing, {leave_out}"
+                ),
+            ));
+        }
+    }
+    if view.sets_port {
+        out.push(violation(
+            "sidecar-fronting-env",
+            format!("{}.env", at(view.index)),
+            format!(
+                "sets {PORT_ENV:?}, which the webhook sets to your port ({}) once sidecar \
+                 template {:?} fronts your app",
+                view.app_port, t.name
+            ),
+            format!("remove it, {leave_out}"),
+        ));
+    }
+    if view.app_port == fronts.port {
+        out.push(violation(
+            "sidecar-fronting-port",
+            format!("{}.ports[0].containerPort", at(view.index)),
+            format!(
+                "{} is the port sidecar template {:?} listens on in front of your app, and \
+                 both share the pod's network",
+                view.app_port, t.name
+            ),
+            format!("listen on another port, {leave_out}"),
+        ));
+    }
+    if out.len() > before {
+        return None;
+    }
+    Some(Handover {
+        template: t.name.clone(),
+        container: fronts.container.clone(),
+        port: fronts.port,
+        from: view.name.clone(),
+        ports: view.ports.clone(),
+        app_port: view.app_port,
+        probes: probe_edits(view),
+    })
+}
+
+/// The probe handlers that leave their port to Knative (unset, 0, or the serving port's name):
+/// once the port is gone from the container they must name the app's port.
+fn probe_edits(view: &UserView) -> Vec<ProbePort> {
+    // Knative calls an unnamed serving port "http" when it checks probe ports.
+    let port_name = match view.port_name.as_str() {
+        "" => "http",
+        name => name,
+    };
+    let mut edits = Vec::new();
+    for (field, probe) in &view.probes {
+        for handler in PORT_HANDLERS {
+            let Some(h) = probe.get(handler).filter(|h| h.is_object()) else {
+                continue;
+            };
+            let written = h.get("port");
+            let implied = match written.filter(|p| !p.is_null()) {
+                None => true,
+                Some(Value::Number(n)) => n.as_i64() == Some(0),
+                Some(Value::String(s)) => s.is_empty() || s == port_name,
+                Some(_) => false,
+            };
+            if implied {
+                edits.push(ProbePort {
+                    probe: (*field).to_string(),
+                    handler: handler.to_string(),
+                    port: written.cloned(),
+                });
+            }
+        }
+    }
+    edits
+}
+
+fn position(doc: &Node, name: &str) -> Option<usize> {
+    ksvc::containers(doc)
+        .iter()
+        .position(|c| ksvc::container_name(c) == name)
+}
+
+/// Hand the port over in the user's container as `h` says; edits only what is not so already.
+pub(super) fn apply(ed: &mut Editor, h: &Handover) {
+    let Some(index) = position(ed.doc(), &h.from) else {
+        return;
+    };
+    let idx = index.to_string();
+    let path = [ksvc::CONTAINERS, &[idx.as_str()]].concat();
+    let container = &ksvc::containers(ed.doc())[index];
+    let declares = declares_port(container);
+    let value = h.app_port.to_string();
+    let has_env = env_ports(container).iter().any(|(_, v)| *v == value);
+    let probes = edited_probes(container, h, |probe, edit| {
+        match probe
+            .get_mut(edit.handler.as_str())
+            .and_then(Value::as_object_mut)
+        {
+            Some(handler) if handler.get("port") != Some(&json!(h.app_port)) => {
+                handler.insert("port".into(), json!(h.app_port));
+                true
+            }
+            _ => false,
+        }
+    });
+    if declares {
+        ed.remove(&[path.as_slice(), &["ports"]].concat());
+    }
+    if !has_env {
+        ed.push(
+            &[path.as_slice(), &["env"]].concat(),
+            Node::from_json(json!({"name": PORT_ENV, "value": value})),
+        );
+    }
+    for (field, probe) in probes {
+        ed.set(
+            &[path.as_slice(), &[field]].concat(),
+            Node::from_json(probe),
+        );
+    }
+}
+
+/// Give the port back to the user's container as `h` recorded it: `ports` as written (unless
+/// the user declared them again), no `PORT` of the webhook's, the probes' ports as written.
+pub(super) fn undo(ed: &mut Editor, h: &Handover) {
+    let Some(index) = position(ed.doc(), &h.from) else {
+        return;
+    };
+    let idx = index.to_string();
+    let path = [ksvc::CONTAINERS, &[idx.as_str()]].concat();
+    let container = &ksvc::containers(ed.doc())[index];
+    let declares = declares_port(container);
+    let value = h.app_port.to_string();
+    let ours: Vec<usize> = env_ports(container)
+        .into_iter()
+        .filter(|(_, v)| *v == value)
+        .map(|(i, _)| i)
+        .collect();
+    let probes = edited_probes(container, h, |probe, edit| {
+        restore_port(probe, edit, h.app_port)
+    });
+    if let (false, Some(ports)) = (declares, &h.ports) {
+        ed.set(
+            &[path.as_slice(), &["ports"]].concat(),
+            Node::from_json(ports.clone()),
+        );
+    }
+    let env = [path.as_slice(), &["env"]].concat();
+    for i in ours.iter().rev() {
+        let at = i.to_string();
+        ed.remove(&[env.as_slice(), &[at.as_str()]].concat());
+    }
+    if !ours.is_empty()
+        && ksvc::get(ed.doc(), &env)
+            .and_then(Node::as_array)
+            .is_some_and(Vec::is_empty)
+    {
+        ed.remove(&env);
+    }
+    for (field, probe) in probes {
+        ed.set(
+            &[path.as_slice(), &[field]].concat(),
+            Node::from_json(probe),
+        );
+    }
+}
+
+/// The container's probes that `edit` changes, each edited whole (the parser may have kept a
+/// probe as raw text, which cannot be edited in place).
+fn edited_probes(
+    container: &Node,
+    h: &Handover,
+    edit: impl Fn(&mut Value, &ProbePort) -> bool,
+) -> Vec<(&'static str, Value)> {
+    PROBES
+        .iter()
+        .filter_map(|field| {
+            let mut probe = container.get(field)?.to_json();
+            let mut changed = false;
+            for e in h.probes.iter().filter(|e| e.probe == *field) {
+                changed |= edit(&mut probe, e);
+            }
+            changed.then_some((*field, probe))
+        })
+        .collect()
+}
+
+/// The index of the app's own container: the one a recorded handover took the serving port
+/// from, else Knative's serving container (the one that declares a port, else the first).
+pub fn app_container(doc: &Node) -> Option<usize> {
+    let handover = Status::read(doc).ok().and_then(|s| s.handover);
+    handover
+        .and_then(|h| position(doc, &h.from))
+        .or_else(|| ksvc::serving_container(ksvc::containers(doc)))
+}
