@@ -30,6 +30,7 @@ use serde_json::Value;
 const DECLARED: &[&[ApiCall]] = &[
     ksvc_webhook::certmgr::API_CALLS,
     ksvc_webhook::watch::API_CALLS,
+    ksvc_webhook::watch::reviews::API_CALLS,
 ];
 
 /// Resources that must only be granted in the webhook's own namespace (a Role, never a
@@ -109,6 +110,10 @@ impl Rendered {
         }
         let mut rules = Vec::new();
         for (kind, name, binding_ns) in refs {
+            if let Some(builtin) = builtin_rules(&kind, &name) {
+                rules.extend(builtin.into_iter().map(|r| (None, r)));
+                continue;
+            }
             let role = self
                 .0
                 .iter()
@@ -123,6 +128,20 @@ impl Rendered {
         }
         rules
     }
+}
+
+/// The rules of a built-in ClusterRole the manifests bind (`ksvc_webhook::rbac`), one per call.
+fn builtin_rules(kind: &str, name: &str) -> Option<Vec<PolicyRule>> {
+    let (_, calls) = ksvc_webhook::rbac::BUILTIN_CLUSTER_ROLES
+        .iter()
+        .find(|(builtin, _)| kind == "ClusterRole" && *builtin == name)?;
+    let rule = |c: &ApiCall| PolicyRule {
+        api_groups: Some(vec![c.group.into()]),
+        resources: Some(vec![c.resource.into()]),
+        verbs: vec![c.verb.into()],
+        ..PolicyRule::default()
+    };
+    Some(calls.iter().map(rule).collect())
 }
 
 /// The base without kubectl: its `resources:` files concatenated.

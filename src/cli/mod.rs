@@ -151,4 +151,26 @@ mod tests {
         let err = parse("examples/missing.yaml").unwrap_err().to_string();
         assert!(err.contains("examples/missing.yaml"), "{err}");
     }
+
+    #[test]
+    fn status_api_is_authenticated_unless_switched_off() {
+        let serve = |extra: &[&str]| {
+            let args = ["ksvc-webhook", "serve"].iter().chain(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args.status_api,
+                _ => panic!("not serve"),
+            }
+        };
+        let on = serve(&[]);
+        assert!(on.status_auth);
+        assert_eq!(on.status_auth_cache_ttl, Duration::from_secs(10));
+        assert_eq!(on.status_auth_cache_size, 4096);
+        assert_eq!(
+            (on.max_watch_streams, on.max_watch_streams_per_caller),
+            (512, 16)
+        );
+        assert!(!serve(&["--status-auth=false"]).status_auth);
+        let ttl = serve(&["--status-auth-cache-ttl", "1m"]).status_auth_cache_ttl;
+        assert_eq!(ttl, Duration::from_secs(60));
+    }
 }

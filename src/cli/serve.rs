@@ -21,7 +21,7 @@ use crate::certmgr::CertArgs;
 use crate::flags::parse_duration;
 use crate::server::catalogue::CatalogueReloader;
 use crate::server::{self, Server, tls::CertPaths};
-use crate::watch::args::WatchArgs;
+use crate::watch::args::{StatusApiArgs, WatchArgs};
 use crate::{certmgr, watch};
 
 /// Run the admission server until SIGTERM or SIGINT.
@@ -31,7 +31,7 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let mode = CertMode::of(&args, in_cluster);
     args.certs.self_managed_certs = Some(mode == CertMode::SelfManaged);
-    tracing::info!(mode = mode.describe(), in_cluster, "certificates");
+    watch::auth::announce(&args.status_api, mode.describe());
     let workers = match args.workers {
         Some(n) => n.get(),
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -93,11 +93,15 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     // The watch loop never holds admission up: it connects (and retries) in the background.
     let mut watch = watch::spawn(&args.watch);
     if !args.watch.no_watch {
-        server.merge_routes(watch.router());
+        server.merge_routes(watch.router(&args.watch, &args.status_api));
         server
             .readiness()
             .register("watch-cache-synced", watch.synced.clone());
         watch.register_metrics(server.registry_mut());
+    }
+    if args.status_api.metrics_auth {
+        let guard = watch::auth::metrics_guard(&args.watch, &args.status_api, &watch);
+        server.guard_metrics(guard);
     }
     let certificates = manage_certificates(&args, &options, &watch).await?;
     let bound = server.bind().await?;
@@ -235,6 +239,8 @@ pub struct ServeArgs {
     pub watch: WatchArgs,
     #[command(flatten)]
     pub certs: CertArgs,
+    #[command(flatten)]
+    pub status_api: StatusApiArgs,
 }
 
 /// How log lines are written.

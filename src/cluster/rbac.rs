@@ -22,3 +22,15 @@ impl ApiCall {
         }
     }
 }
+
+/// ClusterRoles every cluster ships (Kubernetes' bootstrap RBAC) that the manifests bind rather
+/// than define, with the rules the API server gives them: the RBAC test needs them to see what a
+/// binding to one grants.
+pub const BUILTIN_CLUSTER_ROLES: &[(&str, &[ApiCall])] = &[(
+    // What metrics-server and kube-rbac-proxy bind: review tokens and access for others.
+    "system:auth-delegator",
+    &[
+        ApiCall::new("authentication.k8s.io", "tokenreviews", "create"),
+        ApiCall::new("authorization.k8s.io", "subjectaccessreviews", "create"),
+    ],
+)];

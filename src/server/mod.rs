@@ -10,6 +10,7 @@
 //! - [`Server::merge_routes`]: extra axum routes served on both the TLS and the plain listener.
 //! - [`Server::readiness`] → [`Readiness::gate`]: a named flag `/readyz` waits for.
 //! - [`Server::registry_mut`]: the Prometheus registry `/metrics` encodes.
+//! - [`Server::guard_metrics`]: an access check `/metrics` requests pass first.
 
 pub mod catalogue;
 mod listen;
@@ -51,7 +52,7 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// How the server listens; see `ServeArgs` in [`crate::config`] for each field's meaning.
+/// How the server listens; see `ServeArgs` in [`crate::cli::serve`] for each field's meaning.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub listen: SocketAddr,
@@ -72,6 +73,7 @@ pub struct Server {
     registry: Registry,
     metrics: Metrics,
     extra_routes: Router,
+    metrics_guard: Option<Arc<dyn routes::Guard>>,
 }
 
 impl Server {
@@ -86,6 +88,7 @@ impl Server {
             registry,
             metrics,
             extra_routes: Router::new(),
+            metrics_guard: None,
         }
     }
 
@@ -111,6 +114,11 @@ impl Server {
         self.extra_routes = current.merge(routes);
     }
 
+    /// Check every `/metrics` request with `guard` first (on both listeners).
+    pub fn guard_metrics(&mut self, guard: Arc<dyn routes::Guard>) {
+        self.metrics_guard = Some(guard);
+    }
+
     /// Load the certificates and bind the listeners.
     pub async fn bind(self) -> Result<Bound> {
         let (certs, reloader) =
@@ -129,6 +137,7 @@ impl Server {
             metrics: self.metrics,
             readiness: self.readiness.clone(),
             exposition: Exposition::new(self.registry),
+            metrics_guard: self.metrics_guard,
         };
         let serving = |router, tls| listen::Serving {
             router,

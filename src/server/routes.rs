@@ -13,9 +13,10 @@ use arc_swap::ArcSwap;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::future::BoxFuture;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::metrics::{Exposition, Metrics, Outcome};
@@ -34,6 +35,14 @@ pub struct AppState {
     pub metrics: Metrics,
     pub readiness: Readiness,
     pub exposition: Exposition,
+    /// Checks `/metrics` requests first when set (`--metrics-auth`).
+    pub metrics_guard: Option<Arc<dyn Guard>>,
+}
+
+/// An access check of a route; `Err` is the response to send instead of the route's.
+pub trait Guard: Send + Sync + std::fmt::Debug {
+    /// Check a request's headers.
+    fn check(&self, headers: HeaderMap) -> BoxFuture<'static, Result<(), Response>>;
 }
 
 /// Shared by reference: axum clones the state for every request.
@@ -171,7 +180,12 @@ async fn readyz(State(state): State<Shared>) -> (StatusCode, String) {
     }
 }
 
-async fn metrics(State(state): State<Shared>) -> Response {
+async fn metrics(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    if let Some(guard) = &state.metrics_guard
+        && let Err(refused) = guard.check(headers).await
+    {
+        return refused;
+    }
     match state.exposition.encode() {
         Ok(text) => ([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response(),
         Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),

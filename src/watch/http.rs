@@ -7,10 +7,18 @@
 //!   `text/event-stream`. It opens with the current state as `CREATED` events; a subscriber that
 //!   falls more than the buffer behind gets `RESYNC` and then the current state as `UPDATED`.
 //!
-//! Served from this replica's cache; answers 503 until the cache has synced. Never calls the API.
+//! With a [`Reviewer`] every route needs a bearer token and the rights to read the KServices
+//! (`get` one, `list` a namespace or all, `watch` for streams; see [`super::auth`]). A
+//! cluster-wide `/apps` of a caller who may list only some namespaces is filtered to those and
+//! says so in [`FILTERED_HEADER`]. Open streams re-check access every cache TTL and end with an
+//! `ERROR` event once it is gone. Streams are limited overall and per caller (429 beyond).
+//!
+//! Served from this replica's cache; answers 503 until the cache has synced. Never reads apps
+//! from the API; only [`super::auth`] calls it, to review tokens and access.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Json;
 use axum::Router;
@@ -22,22 +30,55 @@ use axum::routing::get;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::hub::{AppKey, DEFAULT_SUBSCRIBER_BUFFER, Filter, Hub, WatchEvent};
+use super::access::{self, Access, Attributes, LimitHit, StreamLimits, Verb};
+use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer, StatusMetrics};
+use super::hub::{AppKey, AppRecord, Filter, Hub, Subscription, WatchEvent};
+
+/// Set (to `namespaces`) on a cluster-wide `/apps` answer that left out the namespaces the
+/// caller may not list.
+pub const FILTERED_HEADER: &str = "x-ksvc-webhook-filtered";
+
+/// How the status routes are guarded and limited.
+pub struct Options {
+    /// Per-subscriber queue length of `/apps/watch`.
+    pub buffer: usize,
+    /// Who checks tokens and access; `None` serves everyone (`--status-auth=false`).
+    pub reviewer: Option<Arc<Reviewer>>,
+    /// Most concurrent `/apps/watch` streams.
+    pub max_streams: usize,
+    /// Most concurrent `/apps/watch` streams of one authenticated caller.
+    pub max_streams_per_caller: usize,
+    /// Where reviews, streams and refusals are counted.
+    pub metrics: StatusMetrics,
+}
+
+impl Options {
+    /// Unauthenticated, with the default stream limits of `serve`.
+    pub fn unauthenticated(buffer: usize) -> Self {
+        Self {
+            buffer,
+            reviewer: None,
+            max_streams: 512,
+            max_streams_per_caller: 16,
+            metrics: StatusMetrics::default(),
+        }
+    }
+}
 
 #[derive(Clone)]
 struct ApiState {
     hub: Arc<Hub>,
     synced: Arc<AtomicBool>,
     buffer: usize,
+    reviewer: Option<Arc<Reviewer>>,
+    limits: Arc<Mutex<StreamLimits>>,
+    metrics: StatusMetrics,
 }
 
-/// The status routes over a hub; `synced` gates them with 503 until the cache is complete.
-pub fn router(hub: Arc<Hub>, synced: Arc<AtomicBool>) -> Router {
-    router_with_buffer(hub, synced, DEFAULT_SUBSCRIBER_BUFFER)
-}
-
-/// [`router`] with a chosen per-subscriber queue length.
-pub fn router_with_buffer(hub: Arc<Hub>, synced: Arc<AtomicBool>, buffer: usize) -> Router {
+/// The status routes over a hub, guarded and limited as `options` say; `synced` gates them with
+/// 503 until the cache is complete.
+pub fn router(hub: Arc<Hub>, synced: Arc<AtomicBool>, options: Options) -> Router {
+    let limits = StreamLimits::new(options.max_streams, options.max_streams_per_caller);
     Router::new()
         .route("/apps", get(list))
         .route("/apps/watch", get(watch))
@@ -45,8 +86,16 @@ pub fn router_with_buffer(hub: Arc<Hub>, synced: Arc<AtomicBool>, buffer: usize)
         .with_state(ApiState {
             hub,
             synced,
-            buffer,
+            buffer: options.buffer,
+            reviewer: options.reviewer,
+            limits: Arc::new(Mutex::new(limits)),
+            metrics: options.metrics,
         })
+}
+
+/// [`router`] without authentication, with a chosen per-subscriber queue length.
+pub fn router_with_buffer(hub: Arc<Hub>, synced: Arc<AtomicBool>, buffer: usize) -> Router {
+    router(hub, synced, Options::unauthenticated(buffer))
 }
 
 fn not_synced() -> Response {
@@ -55,19 +104,104 @@ fn not_synced() -> Response {
     (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
 }
 
-async fn list(State(s): State<ApiState>, Query(filter): Query<Filter>) -> Response {
+/// The authenticated caller with its reviewer, `None` when the API is unauthenticated.
+async fn caller(s: &ApiState, headers: &HeaderMap) -> Result<Option<Checked>, Refusal> {
+    let Some(reviewer) = s.reviewer.clone() else {
+        return Ok(None);
+    };
+    let caller = reviewer.authenticate(headers).await?;
+    Ok(Some(Checked { reviewer, caller }))
+}
+
+/// A caller and the reviewer that knows it.
+struct Checked {
+    reviewer: Arc<Reviewer>,
+    caller: Caller,
+}
+
+impl Checked {
+    fn forbidden(&self, needs: Attributes) -> Refusal {
+        Refusal::Forbidden {
+            user: self.caller.user.username.clone(),
+            needs,
+        }
+    }
+
+    /// The apps of `apps` the caller may list, and whether some namespaces were left out.
+    async fn visible(
+        &self,
+        namespace: Option<&str>,
+        apps: Vec<AppRecord>,
+    ) -> Result<(Vec<AppRecord>, bool), Refusal> {
+        let needs = Attributes::apps(Verb::List, namespace, None);
+        match self.reviewer.check(&self.caller, &needs).await? {
+            Access::Allowed => return Ok((apps, false)),
+            Access::Denied(_) if namespace.is_some() => return Err(self.forbidden(needs)),
+            Access::Denied(_) => {}
+        }
+        // Not cluster-wide: one (cached) review per namespace that has apps.
+        let namespaces: Vec<String> = access::namespaces_of(&apps).into_iter().collect();
+        let asks: Vec<Attributes> = namespaces
+            .iter()
+            .map(|ns| Attributes::apps(Verb::List, Some(ns), None))
+            .collect();
+        let answers =
+            futures::future::join_all(asks.iter().map(|a| self.reviewer.check(&self.caller, a)))
+                .await;
+        let mut allowed = BTreeSet::new();
+        for (ns, answer) in namespaces.into_iter().zip(answers) {
+            if answer? == Access::Allowed {
+                allowed.insert(ns);
+            }
+        }
+        if allowed.is_empty() {
+            return Err(self.forbidden(needs));
+        }
+        Ok((access::keep_namespaces(apps, &allowed), true))
+    }
+}
+
+async fn list(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Query(filter): Query<Filter>,
+) -> Response {
     if !s.synced.load(Ordering::Acquire) {
         return not_synced();
     }
-    Json(s.hub.list(&filter)).into_response()
+    let checked = match caller(&s, &headers).await {
+        Ok(checked) => checked,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let apps = s.hub.list(&filter);
+    let Some(checked) = checked else {
+        return Json(apps).into_response();
+    };
+    match checked.visible(filter.namespace.as_deref(), apps).await {
+        Ok((apps, false)) => Json(apps).into_response(),
+        Ok((apps, true)) => ([(FILTERED_HEADER, "namespaces")], Json(apps)).into_response(),
+        Err(refusal) => refusal.into_response(),
+    }
 }
 
 async fn one(
     State(s): State<ApiState>,
+    headers: HeaderMap,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     if !s.synced.load(Ordering::Acquire) {
         return not_synced();
+    }
+    // Access first: a caller without it learns nothing, not even whether the app exists.
+    let checked = match caller(&s, &headers).await {
+        Ok(checked) => checked,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if let Some(c) = checked {
+        let needs = Attributes::apps(Verb::Get, Some(&namespace), Some(&name));
+        if let Err(refusal) = c.reviewer.require(&c.caller, needs).await {
+            return refusal.into_response();
+        }
     }
     match s.hub.get(&AppKey {
         namespace: namespace.clone(),
@@ -83,6 +217,12 @@ async fn one(
     }
 }
 
+/// What a watch with this filter needs: one app by name, a namespace, or every namespace.
+fn watch_needs(filter: &Filter) -> Attributes {
+    let name = filter.namespace.as_ref().and(filter.name.as_deref());
+    Attributes::apps(Verb::Watch, filter.namespace.as_deref(), name)
+}
+
 async fn watch(
     State(s): State<ApiState>,
     headers: HeaderMap,
@@ -91,17 +231,48 @@ async fn watch(
     if !s.synced.load(Ordering::Acquire) {
         return not_synced();
     }
+    let recheck = match caller(&s, &headers).await {
+        Ok(None) => None,
+        Ok(Some(c)) => {
+            let needs = watch_needs(&filter);
+            if let Err(refusal) = c.reviewer.require(&c.caller, needs.clone()).await {
+                return refusal.into_response();
+            }
+            Some(Recheck::new(c, needs))
+        }
+        Err(refusal) => return refusal.into_response(),
+    };
+    let who = recheck
+        .as_ref()
+        .map(|r| r.checked.caller.user.username.clone());
+    let slot = match Slot::open(&s, who) {
+        Ok(slot) => slot,
+        Err(hit) => {
+            let labels = vec![("limit", hit.label())];
+            s.metrics.watch_rejected.get_or_create(&labels).inc();
+            let headers = [(header::RETRY_AFTER, RETRY_AFTER_SECS.to_string())];
+            let body = Json(json!({ "error": hit.to_string() }));
+            return (StatusCode::TOO_MANY_REQUESTS, headers, body).into_response();
+        }
+    };
     let sse = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
-    let sub = s.hub.subscribe(filter, s.buffer);
-    let stream = futures::stream::unfold(sub, move |mut sub| async move {
-        let event = sub.next().await;
-        Some((
-            Ok::<Bytes, std::convert::Infallible>(encode(&event, sse)),
-            sub,
-        ))
+    let streaming = Streaming {
+        sub: s.hub.subscribe(filter, s.buffer),
+        _slot: slot,
+        recheck,
+        sse,
+        ended: false,
+        metrics: s.metrics.clone(),
+    };
+    let stream = futures::stream::unfold(streaming, |mut st| async move {
+        if st.ended {
+            return None;
+        }
+        let bytes = st.step().await;
+        Some((Ok::<Bytes, std::convert::Infallible>(bytes), st))
     });
     let content_type = if sse {
         "text/event-stream"
@@ -118,6 +289,97 @@ async fn watch(
         .into_response()
 }
 
+/// One counted stream; dropping it (the client went away, or the stream ended) frees its place.
+struct Slot {
+    limits: Arc<Mutex<StreamLimits>>,
+    caller: Option<String>,
+    metrics: StatusMetrics,
+}
+
+impl Slot {
+    fn open(s: &ApiState, caller: Option<String>) -> Result<Self, LimitHit> {
+        let mut limits = s.limits.lock().unwrap_or_else(PoisonError::into_inner);
+        limits.open(caller.as_deref())?;
+        s.metrics.watch_streams.set(open_gauge(&limits));
+        Ok(Self {
+            limits: s.limits.clone(),
+            caller,
+            metrics: s.metrics.clone(),
+        })
+    }
+}
+
+fn open_gauge(limits: &StreamLimits) -> i64 {
+    i64::try_from(limits.open_streams()).unwrap_or(i64::MAX)
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut limits = self.limits.lock().unwrap_or_else(PoisonError::into_inner);
+        limits.close(self.caller.as_deref());
+        self.metrics.watch_streams.set(open_gauge(&limits));
+    }
+}
+
+/// The periodic access check of an open stream.
+struct Recheck {
+    checked: Checked,
+    needs: Attributes,
+    next: tokio::time::Instant,
+}
+
+impl Recheck {
+    fn new(checked: Checked, needs: Attributes) -> Self {
+        let next = tokio::time::Instant::now() + checked.reviewer.ttl();
+        Self {
+            checked,
+            needs,
+            next,
+        }
+    }
+
+    /// Token and access again (through the cache: a fresh review once the answer expired).
+    async fn still_allowed(&mut self) -> Result<(), Refusal> {
+        let reviewer = &self.checked.reviewer;
+        let caller = reviewer.reauthenticate(&self.checked.caller).await?;
+        reviewer.require(&caller, self.needs.clone()).await?;
+        self.next = tokio::time::Instant::now() + reviewer.ttl();
+        Ok(())
+    }
+}
+
+/// The state of one `/apps/watch` response body.
+struct Streaming {
+    sub: Subscription,
+    _slot: Slot,
+    recheck: Option<Recheck>,
+    sse: bool,
+    ended: bool,
+    metrics: StatusMetrics,
+}
+
+impl Streaming {
+    /// The next frame: an event, or the final `ERROR` once access is gone.
+    async fn step(&mut self) -> Bytes {
+        loop {
+            let Some(recheck) = self.recheck.as_mut() else {
+                return encode(&self.sub.next().await, self.sse);
+            };
+            tokio::select! {
+                event = self.sub.next() => return encode(&event, self.sse),
+                () = tokio::time::sleep_until(recheck.next) => {
+                    if let Err(refusal) = recheck.still_allowed().await {
+                        tracing::info!(user = %recheck.checked.caller.user.username, reason = %refusal, "status watch stream cut off");
+                        self.metrics.watch_cut.inc();
+                        self.ended = true;
+                        return encode_end(&refusal, self.sse);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// One event as an NDJSON line or an SSE frame.
 pub fn encode(event: &WatchEvent, sse: bool) -> Bytes {
     let data = serde_json::to_string(event).unwrap_or_else(|_| r#"{"type":"RESYNC"}"#.to_owned());
@@ -131,5 +393,20 @@ pub fn encode(event: &WatchEvent, sse: bool) -> Bytes {
         Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))
     } else {
         Bytes::from(data + "\n")
+    }
+}
+
+/// The last frame of a stream whose caller lost access: `{"type":"ERROR","status":{…}}`.
+pub fn encode_end(refusal: &Refusal, sse: bool) -> Bytes {
+    let code = refusal.status();
+    let status = json!({
+        "code": code.as_u16(),
+        "reason": code.canonical_reason().unwrap_or_default(),
+        "message": format!("stream ended: {refusal}"),
+    });
+    let data = json!({"type": "ERROR", "status": status}).to_string();
+    match sse {
+        true => Bytes::from(format!("event: error\ndata: {data}\n\n")),
+        false => Bytes::from(data + "\n"),
     }
 }

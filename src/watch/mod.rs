@@ -6,7 +6,9 @@
 //! API writes ([`writes`]). [`spawn`] returns at once: admission never waits on this module, and
 //! with no cluster reachable the loop logs once and keeps retrying with backoff.
 
+pub mod access;
 pub mod args;
+pub mod auth;
 pub mod cache;
 pub mod controller;
 pub mod edit;
@@ -14,6 +16,7 @@ pub mod http;
 pub mod hub;
 pub mod metrics;
 pub mod plan;
+pub mod reviews;
 pub mod status;
 pub mod view;
 pub mod writes;
@@ -33,7 +36,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::rbac::ApiCall;
 use crate::report::error_chain;
-use args::WatchArgs;
+use args::{StatusApiArgs, WatchArgs};
 use controller::{LoopOptions, Shared};
 use hub::Hub;
 use kapi::Backoff;
@@ -67,6 +70,8 @@ pub struct WatchHandle {
     pub metrics: Metrics,
     /// Per-subscriber queue length of `/apps/watch`.
     pub watch_buffer: usize,
+    /// The status API's metrics (reviews, watch streams).
+    pub status_metrics: auth::StatusMetrics,
     /// The loop's task; `None` with `--no-watch`.
     pub task: Option<JoinHandle<()>>,
     stop: watch::Sender<bool>,
@@ -74,9 +79,26 @@ pub struct WatchHandle {
 }
 
 impl WatchHandle {
-    /// The status routes (`/apps`, `/apps/{namespace}/{name}`, `/apps/watch`).
-    pub fn router(&self) -> axum::Router {
-        http::router_with_buffer(self.hub.clone(), self.synced.clone(), self.watch_buffer)
+    /// The status routes (`/apps`, `/apps/{namespace}/{name}`, `/apps/watch`), guarded and
+    /// limited as `status` says; reviews go to the cluster `args` names.
+    pub fn router(&self, args: &WatchArgs, status: &StatusApiArgs) -> axum::Router {
+        let reviewer = status.status_auth.then(|| {
+            let source = auth::ClientSource::Connect(Box::new(args.clone()));
+            let settings = auth::Settings::from_args(status);
+            Arc::new(auth::Reviewer::new(
+                source,
+                settings,
+                self.status_metrics.clone(),
+            ))
+        });
+        let options = http::Options {
+            buffer: self.watch_buffer,
+            reviewer,
+            max_streams: status.max_watch_streams,
+            max_streams_per_caller: status.max_watch_streams_per_caller,
+            metrics: self.status_metrics.clone(),
+        };
+        http::router(self.hub.clone(), self.synced.clone(), options)
     }
 
     /// Stop the loop: drop leadership, release the Lease, end the tasks (bounded by the API timeout
@@ -91,6 +113,7 @@ impl WatchHandle {
     /// Register the loop's metrics.
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         self.metrics.register(registry);
+        self.status_metrics.register(registry);
     }
 }
 
@@ -104,6 +127,7 @@ pub fn spawn(args: &WatchArgs) -> WatchHandle {
         leader: rx,
         metrics: Metrics::default(),
         watch_buffer: args.watch_buffer,
+        status_metrics: auth::StatusMetrics::default(),
         task: None,
         stop,
         shutdown_grace: args.api_timeout.max(Duration::from_secs(1)) + Duration::from_secs(1),

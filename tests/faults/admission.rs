@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use ksvc_webhook::watch::args::WatchArgs;
+use ksvc_webhook::watch::args::{StatusApiArgs, WatchArgs};
 
 use crate::common::{SLACK, since_fault};
 use crate::harness;
@@ -38,7 +38,16 @@ async fn admission_answers_and_readyz_tells_the_truth_while_the_lists_fail() {
         |_| {},
         |server| {
             let handle = ksvc_webhook::watch::spawn(&args);
-            server.merge_routes(handle.router());
+            let open = StatusApiArgs {
+                status_auth: false,
+                status_auth_cache_ttl: Duration::from_secs(10),
+                status_auth_cache_size: 16,
+                status_auth_timeout: Duration::from_secs(2),
+                max_watch_streams: 16,
+                max_watch_streams_per_caller: 4,
+                metrics_auth: false,
+            };
+            server.merge_routes(handle.router(&args, &open));
             server
                 .readiness()
                 .register("watch-cache-synced", handle.synced.clone());

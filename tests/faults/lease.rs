@@ -28,7 +28,9 @@ pub fn options(identity: &str) -> LeaseOptions {
         lease_duration: Duration::from_secs(2),
         renew_every: Duration::from_millis(500),
         retry_every: Duration::from_millis(500),
-        api_timeout: Duration::from_secs(3),
+        // Well above a throttled call's wait for `Retry-After: 1`, so a loaded machine does not
+        // turn a 429 into a timeout.
+        api_timeout: Duration::from_secs(6),
     }
 }
 

@@ -17,6 +17,7 @@ use axum::http::Method;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
+mod authn;
 mod routes;
 
 type Key = (String, String, String); // resource, namespace, name

@@ -113,6 +113,9 @@ pub(super) async fn handle(
             );
         }
     }
+    if let Some(review) = super::authn::answer(&fake, &method, &path.resource, &body) {
+        return review;
+    }
     match (method, path.name.clone()) {
         (Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
             watch_stream(&fake, &path, &query, cut)
