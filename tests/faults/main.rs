@@ -65,6 +65,17 @@ mod common {
     impl Logs {
         /// A subscriber writing here at the default level, for `WithSubscriber::with_subscriber`.
         pub fn dispatch(&self) -> tracing::Dispatch {
+            // tracing caches per call site whether any subscriber wants it. With only short-lived
+            // per-row subscribers, a call site first hit while none of them is alive would be
+            // cached as unwanted; a process-wide one at the same level keeps them all enabled.
+            static WANTED: std::sync::Once = std::sync::Once::new();
+            WANTED.call_once(|| {
+                let everywhere = tracing_subscriber::fmt()
+                    .with_writer(std::io::sink)
+                    .with_max_level(tracing::Level::INFO)
+                    .finish();
+                let _ = tracing::subscriber::set_global_default(everywhere);
+            });
             let logs = self.clone();
             tracing_subscriber::fmt()
                 .with_writer(move || logs.clone())
