@@ -20,35 +20,17 @@ use std::cmp::Ordering;
 
 use serde_json::{Number, Value};
 
-use super::lex::{Escapes, Lexer, MAX_DEPTH, Refused};
-use super::{Node, find_special};
+use super::Node;
+use super::lex::{Escapes, Lexer, MAX_DEPTH, Refused, find_special};
 
 /// Raw text the text writer could not read: a bug (the parser that kept the text checked it)
-/// or a `Node::Raw` made by hand. Never written as anything else.
+/// or a `Node::Raw` made by hand. Never written as anything else. It names a position, not the
+/// text: that may hold an env value or a secret, and the error is logged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a value kept as JSON text does not read as JSON (at byte {at} of {len}): {snippet:?}")]
+#[error("a value kept as JSON text does not read as JSON (at byte {at} of {len})")]
 pub struct Error {
     at: usize,
     len: usize,
-    snippet: String,
-}
-
-impl Error {
-    fn of(text: &str, at: usize) -> Self {
-        let mut end = at.min(text.len()).saturating_add(24).min(text.len());
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        let mut start = at.min(end).saturating_sub(24);
-        while !text.is_char_boundary(start) {
-            start -= 1;
-        }
-        Self {
-            at,
-            len: text.len(),
-            snippet: text[start..end].to_string(),
-        }
-    }
 }
 
 /// Write the canonical JSON of `value`, handing it to `sink` in pieces of about `chunk` bytes
@@ -97,7 +79,10 @@ fn text_with<'t>(text: &'t str, out: &mut Vec<u8>, members: &mut Members<'t>) ->
         true => Ok(()),
         false => {
             out.truncate(start);
-            Err(Error::of(text, lx.at))
+            Err(Error {
+                at: lx.at,
+                len: text.len(),
+            })
         }
     }
 }

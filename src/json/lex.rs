@@ -7,8 +7,6 @@ use std::borrow::Cow;
 
 use serde_json::Number;
 
-use super::{byte_mask, string_bytes_high, word_at};
-
 /// Nesting deeper than this is refused (as `serde_json` does at 128), so no input can exhaust
 /// the stack of a parser, a hasher or a destructor that recurse.
 pub const MAX_DEPTH: usize = 128;
@@ -307,6 +305,71 @@ pub(crate) fn elements<'a, R: Reads<'a>>(
     }
 }
 
+/// The index of the first `"`, `\\` or control character in `bytes`: where a JSON string ends
+/// or needs an escape. Eight bytes at a time, as most strings hold none.
+pub(crate) fn find_special(bytes: &[u8]) -> Option<usize> {
+    let mut words = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for word in &mut words {
+        let hits = special_bytes(word_at(word));
+        if hits != 0 {
+            return Some(offset + hits.trailing_zeros() as usize / 8);
+        }
+        offset += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&b| is_special(b))
+        .map(|i| offset + i)
+}
+
+/// `"`, `\\` or a control character.
+pub(crate) fn is_special(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// The first eight bytes as one little-endian word (a shorter slice is padded with spaces).
+pub(crate) fn word_at(bytes: &[u8]) -> u64 {
+    match bytes.first_chunk::<8>() {
+        Some(word) => u64::from_le_bytes(*word),
+        None => {
+            let mut word = [b' '; 8];
+            word[..bytes.len()].copy_from_slice(bytes);
+            u64::from_le_bytes(word)
+        }
+    }
+}
+
+const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// The high bit of each zero byte of `v`, exactly (no carry crosses bytes, so no false hits).
+fn zero_bytes(v: u64) -> u64 {
+    !(((v & LOW7) + LOW7) | v | LOW7)
+}
+
+/// The high bit of each byte of `x` that is `"`, `\\` or a control character, exactly.
+pub(crate) fn special_bytes(x: u64) -> u64 {
+    let [quotes, backslashes, controls] = string_bytes_high(x);
+    quotes | backslashes | controls
+}
+
+/// The high bit of each byte of `x` that is `"`, that is `\\`, and that is a control character.
+pub(crate) fn string_bytes_high(x: u64) -> [u64; 3] {
+    [
+        zero_bytes(x ^ (ONES * u64::from(b'"'))),
+        zero_bytes(x ^ (ONES * u64::from(b'\\'))),
+        zero_bytes(x & (ONES * 0xe0)),
+    ]
+}
+
+/// A mask of high bits ([`string_bytes_high`]) as eight bits: bit `i` stands for byte `i`.
+pub(crate) fn byte_mask(high: u64) -> u8 {
+    // Multiplying gathers the eight high bits into the top byte, in order.
+    ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,6 +395,36 @@ mod tests {
                 );
                 assert_eq!(carry, escaping, "{backslashes:#010b} {carry_in}");
             }
+        }
+    }
+
+    #[test]
+    fn special_bytes_are_found_exactly() {
+        assert_eq!(find_special(b"0123456789\"ab"), Some(10));
+        assert_eq!(find_special(b"ab\\"), Some(2));
+        assert_eq!(find_special(b"0123456789abcdef\x01"), Some(16));
+        assert_eq!(find_special("é😀 plain".as_bytes()), None);
+        for b in 0..=255u8 {
+            let hits = special_bytes(word_at(&[b'a', b, b'"', 0xff, b'\\', 0x1f, b' ', b]));
+            let want = (u64::from(is_special(b)) << 15)
+                | (1 << 23)
+                | (1 << 39)
+                | (1 << 47)
+                | (u64::from(is_special(b)) << 63);
+            assert_eq!(hits, want, "byte {b:#x}");
+            let word = [b, b'"', b'\\', 0x1f, 0xff, b'a', b, b'"'];
+            let mask = |class: fn(u8) -> bool| {
+                (0..8).fold(0u8, |m, i| m | (u8::from(class(word[i])) << i))
+            };
+            assert_eq!(
+                string_bytes_high(word_at(&word)).map(byte_mask),
+                [
+                    mask(|c| c == b'"'),
+                    mask(|c| c == b'\\'),
+                    mask(|c| c < 0x20)
+                ],
+                "byte {b:#x}"
+            );
         }
     }
 }
