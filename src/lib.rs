@@ -22,10 +22,3 @@ pub mod keys;
 pub mod report;
 pub mod server;
 pub mod watch;
-
-// Old module paths, kept while code written against them is merged.
-pub use admission::{ksvc, mutate, naming, sidecars, spec_sha, stop, validate};
-pub use certmgr::pki;
-pub use cluster::rbac;
-pub use json as node;
-pub use json::edit;

@@ -130,9 +130,9 @@ impl Rendered {
     }
 }
 
-/// The rules of a built-in ClusterRole the manifests bind (`ksvc_webhook::rbac`), one per call.
+/// The rules of a built-in ClusterRole the manifests bind (`ksvc_webhook::cluster::rbac`), one per call.
 fn builtin_rules(kind: &str, name: &str) -> Option<Vec<PolicyRule>> {
-    let (_, calls) = ksvc_webhook::rbac::BUILTIN_CLUSTER_ROLES
+    let (_, calls) = ksvc_webhook::cluster::rbac::BUILTIN_CLUSTER_ROLES
         .iter()
         .find(|(builtin, _)| kind == "ClusterRole" && *builtin == name)?;
     let rule = |c: &ApiCall| PolicyRule {

@@ -332,8 +332,8 @@ fn app_managed_is_a_label_and_the_old_annotation_goes() {
 
 #[test]
 fn managed_and_stopped_have_one_definition() {
-    use ksvc_webhook::ksvc;
-    use ksvc_webhook::node::Node;
+    use ksvc_webhook::admission::ksvc;
+    use ksvc_webhook::json::Node;
     use ksvc_webhook::watch::view::KService;
     #[rustfmt::skip]
     let cases = [

@@ -8,11 +8,11 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
+use ksvc_webhook::admission::mutate;
+use ksvc_webhook::admission::sidecars::{Catalogue, Knative, Status};
 use ksvc_webhook::admission::{self, Decision, Policy, Request};
-use ksvc_webhook::edit::Editor;
-use ksvc_webhook::mutate;
-use ksvc_webhook::node::Node;
-use ksvc_webhook::sidecars::{Catalogue, Knative, Status};
+use ksvc_webhook::json::Node;
+use ksvc_webhook::json::edit::Editor;
 use serde_json::{Value, json};
 
 const CATALOGUE: &str = r#"

@@ -9,9 +9,9 @@
 use std::sync::Arc;
 
 use ksvc_webhook::admission::{self, Decision, Policy, Request};
+use ksvc_webhook::admission::{mutate, naming};
 use ksvc_webhook::json::Node;
 use ksvc_webhook::json::edit::Editor;
-use ksvc_webhook::{mutate, naming};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::Method;
+use ksvc_webhook::cluster::call::Backoff;
 use ksvc_webhook::watch::hub::{AppKey, AppRecord};
 use ksvc_webhook::watch::inflight::Writes;
-use ksvc_webhook::watch::kapi::Backoff;
 use ksvc_webhook::watch::metrics::Metrics;
 use ksvc_webhook::watch::plan::Action;
 use ksvc_webhook::watch::status::{AppStatus, Phase};

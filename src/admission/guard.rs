@@ -12,11 +12,11 @@
 //!
 //! Never reads the cluster: what the cache knows comes in as an [`Owner`].
 
+use crate::admission::ksvc;
+use crate::admission::validate::Violation;
 use crate::admission::writers::UserInfo;
 use crate::admission::{self, Decision, Request, ReviewError, Reviewed, Summary};
 use crate::keys;
-use crate::ksvc;
-use crate::validate::Violation;
 
 /// The path the guard's ValidatingWebhookConfiguration calls on the admission server.
 pub const PATH: &str = "/validate-revision-delete";

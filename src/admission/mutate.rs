@@ -281,7 +281,7 @@ fn remove_endpoint_env(ed: &mut Editor) {
 }
 
 /// The spec SHA of `ed`'s object as the user wrote it: stripped in place, hashed, put back.
-fn stripped_sha(ed: &mut Editor) -> Result<String, crate::spec_sha::Error> {
+fn stripped_sha(ed: &mut Editor) -> Result<String, crate::admission::spec_sha::Error> {
     let mut scratch = ed.scratch();
     strip(&mut scratch);
     let sha = spec_sha(scratch.doc().get("spec").unwrap_or(&Node::Null));

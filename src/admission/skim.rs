@@ -1,7 +1,7 @@
 //! PURE: what admission may read of a review — the skim table the review parser is given.
 //!
 //! Every field a rule, an edit or the decoder reads must be built by this table; everything else
-//! stays JSON text ([`Node::Raw`](crate::node::Node::Raw)), checked and passed through untouched:
+//! stays JSON text ([`Node::Raw`](crate::json::Node::Raw)), checked and passed through untouched:
 //! the annotations of other owners (a `kubectl.kubernetes.io/last-applied-configuration` can be
 //! half of a review), `metadata.managedFields`, `status`, the parts of `spec` no edit touches,
 //! each env entry but the webhook's own, and of the stored object all but its labels, the
@@ -11,8 +11,8 @@
 //! build (every test) it panics instead, naming the path to add here. To read more, add an entry
 //! (a `(name, Skim)` pair under the object that holds the field, `Skim::Full` to build all of it).
 
+use crate::json::parse::{Others, Skim};
 use crate::keys;
-use crate::node::parse::{Others, Skim};
 
 /// The AdmissionReview.
 pub static REVIEW: Skim = Skim::Object {
@@ -114,8 +114,8 @@ pub(crate) const OLD_OBJECT: Skim = Skim::Object {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::Node;
-    use crate::node::parse::review;
+    use crate::json::Node;
+    use crate::json::parse::review;
     use serde_json::Value;
 
     #[test]

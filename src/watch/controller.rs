@@ -26,10 +26,10 @@ use tokio::time::Instant;
 use super::cache::{Cache, Evaluation, service_key};
 use super::hub::{AppKey, AppRecord, Change, Hub};
 use super::inflight::{Done, Writes};
-use super::kapi::Backoff;
 use super::metrics::Metrics;
 use super::view::{KService, Revision};
 use super::writes::{Job, Transition, Writer};
+use crate::cluster::call::Backoff;
 use crate::keys;
 use crate::report::error_chain;
 

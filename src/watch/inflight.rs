@@ -15,15 +15,15 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::{Id, JoinSet};
 
 use super::hub::AppKey;
-use super::kapi;
 use super::metrics::Metrics;
 use super::writes::{Job, Transition, Writer};
+use crate::cluster::call;
 
 /// Why a job did not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("a write failed")]
-    Api(#[from] kapi::Error),
+    Api(#[from] call::Error),
     #[error("the write task ended abnormally: {0}")]
     Task(String),
 }
@@ -47,7 +47,7 @@ pub struct Writes {
     writer: Writer,
     leader: watch::Receiver<bool>,
     permits: Arc<Semaphore>,
-    tasks: JoinSet<(AppKey, kapi::Result<()>)>,
+    tasks: JoinSet<(AppKey, call::Result<()>)>,
     running: BTreeMap<AppKey, Running>,
     held: BTreeMap<AppKey, Transition>,
     metrics: Metrics,

@@ -23,10 +23,6 @@ pub mod status;
 pub mod view;
 pub mod writes;
 
-// The loop's cluster plumbing now lives in `crate::cluster`; these names keep code written against
-// the old paths building while it is merged.
-pub use crate::cluster::{call as kapi, lease as leader};
-
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -36,13 +32,13 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::cluster::call::{self, Backoff};
+use crate::cluster::lease::{self, LeaseOptions};
 use crate::cluster::rbac::ApiCall;
 use crate::report::error_chain;
 use args::{StatusApiArgs, WatchArgs};
 use controller::{LoopOptions, Shared};
 use hub::Hub;
-use kapi::Backoff;
-use leader::LeaseOptions;
 use metrics::Metrics;
 
 /// Every API call the loop makes (the RBAC test compares these with the manifests).
@@ -159,7 +155,7 @@ async fn run(
     let mut stopping = stop.clone();
     let client = tokio::select! {
         client = connect_with_backoff(&args, timeout, &shared.metrics) => client,
-        () = leader::stop_requested(&mut stopping) => return,
+        () = lease::stop_requested(&mut stopping) => return,
     };
     let identity = args.pod_name.clone().unwrap_or_else(generated_identity);
     let lease = LeaseOptions {
@@ -175,13 +171,7 @@ async fn run(
         api_timeout: timeout,
     };
     let metrics = shared.metrics.clone();
-    let elector = tokio::spawn(leader::run_elector(
-        client.clone(),
-        lease,
-        tx,
-        metrics,
-        stop,
-    ));
+    let elector = tokio::spawn(lease::run_elector(client.clone(), lease, tx, metrics, stop));
     let opts = LoopOptions {
         namespace: args.watch_namespace.clone(),
         api_timeout: timeout,
@@ -192,7 +182,7 @@ async fn run(
     };
     tokio::select! {
         () = controller::run(client, opts, shared) => {}
-        () = leader::stop_requested(&mut stopping) => {}
+        () = lease::stop_requested(&mut stopping) => {}
     }
     // The elector saw the same stop: it drops leadership and releases the Lease.
     let _ = elector.await;
@@ -254,7 +244,7 @@ pub async fn connect(args: &WatchArgs, timeout: Duration) -> Result<Client, Stri
     config.read_timeout = Some(watch + timeout.max(Duration::from_secs(30)));
     config.reset_reader_on_write = true;
     let client = Client::try_from(config).map_err(|e| error_chain(&e))?;
-    let probe = kapi::timed("probe the API server", timeout, client.apiserver_version()).await;
+    let probe = call::timed("probe the API server", timeout, client.apiserver_version()).await;
     probe.map_err(|e| error_chain(&e))?;
     Ok(client)
 }

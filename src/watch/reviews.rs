@@ -14,7 +14,7 @@ use kube::api::{Api, PostParams};
 
 use super::access::{Access, Attributes, GROUP, Identity, RESOURCE, User};
 use super::auth::{Answer, StatusMetrics};
-use crate::rbac::ApiCall;
+use crate::cluster::rbac::ApiCall;
 use crate::report::error_chain;
 
 /// The API calls of this module (the RBAC test compares them with the manifests: the built-in
@@ -39,7 +39,7 @@ pub(super) async fn token_review(
         ..TokenReview::default()
     };
     let api: Api<TokenReview> = Api::all(client);
-    let call = super::kapi::timed("create a TokenReview", timeout, async {
+    let call = crate::cluster::call::timed("create a TokenReview", timeout, async {
         api.create(&PostParams::default(), &review).await
     });
     match call.await {
@@ -122,7 +122,7 @@ pub(super) async fn access_review(
     metrics: StatusMetrics,
 ) -> Answer<Access> {
     let api: Api<SubjectAccessReview> = Api::all(client);
-    let call = super::kapi::timed("create a SubjectAccessReview", timeout, async {
+    let call = crate::cluster::call::timed("create a SubjectAccessReview", timeout, async {
         api.create(&PostParams::default(), &review).await
     });
     match call.await {

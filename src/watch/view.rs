@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use crate::{keys, ksvc};
+use crate::admission::ksvc;
+use crate::keys;
 
 /// The API group of Knative Serving.
 pub const GROUP: &str = "serving.knative.dev";

@@ -1,6 +1,6 @@
 //! The leader's writes: the stop edits, revision deletes and Kubernetes Events (events.k8s.io/v1).
 //!
-//! Thin: each method makes one bounded, preconditioned write (see [`super::kapi`]), counts it, and
+//! Thin: each method makes one bounded, preconditioned write (see [`crate::cluster::call`]), counts it, and
 //! logs one line; [`Writer::run`] makes one app's [`Job`] in order, reading leadership before
 //! every write so a replica that loses the lease stops at once. Deciding what to write is
 //! [`super::plan`]'s job; when and how many jobs run is [`super::inflight`]'s.
@@ -16,11 +16,11 @@ use tokio::sync::watch;
 
 use super::edit::apply_stop_edits;
 use super::hub::{AppKey, AppRecord};
-use super::kapi::{self, Backoff, Deleted, Updated, timed};
 use super::metrics::Metrics;
 use super::plan::Action;
 use super::status::Phase;
 use super::view::{GROUP, KService, VERSION};
+use crate::cluster::call::{self, Backoff, Deleted, Updated, timed};
 use crate::keys;
 
 /// The `ApiResource` of a Knative kind (`services`, `revisions`).
@@ -79,7 +79,7 @@ impl Writer {
 
     /// Make one app's writes in order while this replica leads; the first failed write ends the
     /// job (the loop retries it with backoff). Leadership is read before every write.
-    pub async fn run(&self, job: Job, leader: &watch::Receiver<bool>) -> kapi::Result<()> {
+    pub async fn run(&self, job: Job, leader: &watch::Receiver<bool>) -> call::Result<()> {
         let leading = || *leader.borrow();
         let Job {
             key,
@@ -125,9 +125,9 @@ impl Writer {
     }
 
     /// Apply min-scale 0 and cluster-local visibility (read-modify-write, retried on conflict).
-    pub async fn apply_stop_edits(&self, key: &AppKey) -> kapi::Result<Updated> {
+    pub async fn apply_stop_edits(&self, key: &AppKey) -> call::Result<Updated> {
         let api = self.api(&key.namespace, "Service", "services");
-        let result = kapi::update_raw(
+        let result = call::update_raw(
             &api,
             &key.name,
             self.timeout,
@@ -149,10 +149,10 @@ impl Writer {
         name: &str,
         uid: Option<String>,
         resource_version: Option<String>,
-    ) -> kapi::Result<Deleted> {
+    ) -> call::Result<Deleted> {
         let api = self.api(&key.namespace, "Revision", "revisions");
         let result =
-            kapi::delete_if_unchanged(&api, name, uid, resource_version, self.timeout).await;
+            call::delete_if_unchanged(&api, name, uid, resource_version, self.timeout).await;
         if let Ok(Deleted::Deleted) = result {
             self.metrics.write("delete_revision");
             tracing::info!(ns = %key.namespace, app = %key.name, revision = name, "deleted old revision");

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use axum::http::Method;
 use ksvc_webhook::certmgr::Manager;
+use ksvc_webhook::cluster::lease;
 use ksvc_webhook::watch::hub::AppKey;
-use ksvc_webhook::watch::leader;
 use ksvc_webhook::watch::metrics::Metrics;
 use ksvc_webhook::watch::status::Phase;
 use serde_json::json;
@@ -32,7 +32,7 @@ impl Replica {
     fn start(fake: &FakeApi, identity: &str, logs: &Logs) -> Self {
         let (tx, leader) = watch::channel(false);
         let stop = watch::channel(false).1;
-        let elector = leader::run_elector(
+        let elector = lease::run_elector(
             fake.client(),
             options(identity),
             tx,

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
+use ksvc_webhook::cluster::call::Backoff;
 use ksvc_webhook::watch::controller::{self, LoopOptions, Shared};
 use ksvc_webhook::watch::hub::{AppKey, Hub};
-use ksvc_webhook::watch::kapi::Backoff;
 use ksvc_webhook::watch::metrics::Metrics;
 use tokio::sync::watch;
 use tracing::instrument::WithSubscriber;

@@ -13,10 +13,10 @@ use super::handover::{
     Fronts, Handover, Knative, PORT_ENV, PROBES, ProbePort, declares_port, env_ports, restore_port,
 };
 use super::inject::{Kind, Status};
+use crate::admission::ksvc;
+use crate::admission::validate::Violation;
+use crate::json::Node;
 use crate::keys;
-use crate::ksvc;
-use crate::node::Node;
-use crate::validate::Violation;
 
 /// The port Knative gives the app when its container declares none.
 pub const KNATIVE_DEFAULT_PORT: i32 = 8080;

@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::inject::Status;
+use crate::admission::ksvc;
+use crate::json::Node;
 use crate::json::edit::Editor;
-use crate::ksvc;
-use crate::node::Node;
 
 /// A container's probes.
 pub(super) const PROBES: [&str; 3] = ["livenessProbe", "readinessProbe", "startupProbe"];
