@@ -12,6 +12,7 @@
 //! cluster.
 
 pub mod admission;
+pub mod apps;
 pub mod certmgr;
 pub mod cli;
 pub mod cluster;

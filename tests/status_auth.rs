@@ -13,8 +13,8 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use ksvc_webhook::watch::auth::{ClientSource, Reviewer, Settings, StatusMetrics};
-use ksvc_webhook::watch::http::{FILTERED_HEADER, Options, router};
+use ksvc_webhook::apps::auth::{ClientSource, Reviewer, Settings, StatusMetrics};
+use ksvc_webhook::apps::http::{FILTERED_HEADER, Options, router};
 use ksvc_webhook::watch::hub::{AppRecord, Hub};
 use ksvc_webhook::watch::status::{AppStatus, Phase};
 use serde_json::Value;
@@ -426,7 +426,7 @@ struct Flags {
     #[command(flatten)]
     watch: ksvc_webhook::watch::args::WatchArgs,
     #[command(flatten)]
-    status: ksvc_webhook::watch::args::StatusApiArgs,
+    status: ksvc_webhook::apps::args::StatusApiArgs,
 }
 
 #[tokio::test]
@@ -441,7 +441,8 @@ async fn serve_wires_the_guard_by_default_and_drops_it_with_status_auth_false() 
     handle
         .synced
         .store(true, std::sync::atomic::Ordering::Release);
-    let app = handle.router(&guarded.watch, &guarded.status);
+    let metrics = ksvc_webhook::apps::auth::StatusMetrics::default();
+    let app = ksvc_webhook::apps::router(&handle, &metrics, &guarded.watch, &guarded.status);
     assert_eq!(get(&app, "/apps", None).await.0, StatusCode::UNAUTHORIZED);
     // No cluster to ask (the kubeconfig does not exist): 503, never open.
     let (code, body) = get(&app, "/apps", Some("t")).await;
@@ -455,7 +456,8 @@ async fn serve_wires_the_guard_by_default_and_drops_it_with_status_auth_false() 
     );
 
     let open = flags(&["--status-auth=false"]);
-    let app = handle.router(&open.watch, &open.status);
+    let metrics = ksvc_webhook::apps::auth::StatusMetrics::default();
+    let app = ksvc_webhook::apps::router(&handle, &metrics, &open.watch, &open.status);
     assert_eq!(
         get(&app, "/apps", None).await,
         (StatusCode::OK, serde_json::json!([]))

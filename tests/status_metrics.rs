@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::Method;
-use ksvc_webhook::watch::auth::{ClientSource, MetricsAccess, Reviewer, Settings, StatusMetrics};
+use ksvc_webhook::apps::auth::{ClientSource, MetricsAccess, Reviewer, Settings, StatusMetrics};
 use support::FakeApi;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

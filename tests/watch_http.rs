@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use ksvc_webhook::watch::http::router_with_buffer;
+use ksvc_webhook::apps::http::router_with_buffer;
 use ksvc_webhook::watch::hub::{AppRecord, Hub};
 use ksvc_webhook::watch::status::{AppStatus, Phase};
 use serde_json::Value;

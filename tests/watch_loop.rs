@@ -415,7 +415,7 @@ async fn a_slow_write_for_one_app_does_not_hold_back_another_apps_status() {
     })
     .await;
 
-    let app = ksvc_webhook::watch::http::router_with_buffer(
+    let app = ksvc_webhook::apps::http::router_with_buffer(
         replica.hub.clone(),
         replica.synced.clone(),
         256,

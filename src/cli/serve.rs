@@ -17,11 +17,12 @@ use std::num::NonZeroUsize;
 use clap::{Args, ValueEnum};
 
 use super::policy::PolicyArgs;
+use crate::apps::{self, args::StatusApiArgs};
 use crate::certmgr::CertArgs;
 use crate::flags::parse_duration;
 use crate::server::catalogue::CatalogueReloader;
 use crate::server::{self, Server, tls::CertPaths};
-use crate::watch::args::{StatusApiArgs, WatchArgs};
+use crate::watch::args::WatchArgs;
 use crate::{certmgr, watch};
 
 /// Run the admission server until SIGTERM or SIGINT.
@@ -31,7 +32,7 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let mode = CertMode::of(&args, in_cluster);
     args.certs.self_managed_certs = Some(mode == CertMode::SelfManaged);
-    watch::auth::announce(&args.status_api, mode.describe());
+    apps::auth::announce(&args.status_api, mode.describe());
     let workers = match args.workers {
         Some(n) => n.get(),
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -94,12 +95,15 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     // its sync gates `/apps` and its own metric, never `/readyz`. With `failurePolicy: Fail` a
     // loop that cannot list would otherwise refuse every KService write in the cluster.
     let mut watch = watch::spawn(&args.watch);
+    let status_metrics = apps::auth::StatusMetrics::default();
     if !args.watch.no_watch {
-        server.merge_routes(watch.router(&args.watch, &args.status_api));
+        let routes = apps::router(&watch, &status_metrics, &args.watch, &args.status_api);
+        server.merge_routes(routes);
         watch.register_metrics(server.registry_mut());
+        status_metrics.register(server.registry_mut());
     }
     if args.status_api.metrics_auth {
-        let guard = watch::auth::metrics_guard(&args.watch, &args.status_api, &watch);
+        let guard = apps::auth::metrics_guard(&args.watch, &args.status_api, &status_metrics);
         server.guard_metrics(guard);
     }
     let certificates = manage_certificates(&args, &options, &watch).await?;

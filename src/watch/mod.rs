@@ -7,18 +7,14 @@
 //! never waits on this module (its readiness does not depend on the loop's sync), and with no
 //! cluster reachable the loop logs once and keeps retrying with backoff.
 
-pub mod access;
 pub mod args;
-pub mod auth;
 pub mod cache;
 pub mod controller;
 pub mod edit;
-pub mod http;
 pub mod hub;
 pub mod inflight;
 pub mod metrics;
 pub mod plan;
-pub mod reviews;
 pub mod status;
 pub mod view;
 pub mod writes;
@@ -36,7 +32,7 @@ use crate::cluster::call::{self, Backoff};
 use crate::cluster::lease::{self, LeaseOptions};
 use crate::cluster::rbac::ApiCall;
 use crate::report::error_chain;
-use args::{StatusApiArgs, WatchArgs};
+use args::WatchArgs;
 use controller::{LoopOptions, Shared};
 use hub::Hub;
 use metrics::Metrics;
@@ -69,8 +65,6 @@ pub struct WatchHandle {
     pub metrics: Metrics,
     /// Per-subscriber queue length of `/apps/watch`.
     pub watch_buffer: usize,
-    /// The status API's metrics (reviews, watch streams).
-    pub status_metrics: auth::StatusMetrics,
     /// The loop's task; `None` with `--no-watch`.
     pub task: Option<JoinHandle<()>>,
     stop: watch::Sender<bool>,
@@ -78,28 +72,6 @@ pub struct WatchHandle {
 }
 
 impl WatchHandle {
-    /// The status routes (`/apps`, `/apps/{namespace}/{name}`, `/apps/watch`), guarded and
-    /// limited as `status` says; reviews go to the cluster `args` names.
-    pub fn router(&self, args: &WatchArgs, status: &StatusApiArgs) -> axum::Router {
-        let reviewer = status.status_auth.then(|| {
-            let source = auth::ClientSource::Connect(Box::new(args.clone()));
-            let settings = auth::Settings::from_args(status);
-            Arc::new(auth::Reviewer::new(
-                source,
-                settings,
-                self.status_metrics.clone(),
-            ))
-        });
-        let options = http::Options {
-            buffer: self.watch_buffer,
-            reviewer,
-            max_streams: status.max_watch_streams,
-            max_streams_per_caller: status.max_watch_streams_per_caller,
-            metrics: self.status_metrics.clone(),
-        };
-        http::router(self.hub.clone(), self.synced.clone(), options)
-    }
-
     /// Stop the loop: drop leadership, release the Lease, end the tasks (bounded by the API timeout
     /// plus a second). Call on graceful shutdown so another replica takes over at once.
     pub async fn shutdown(&mut self) {
@@ -112,7 +84,6 @@ impl WatchHandle {
     /// Register the loop's metrics.
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         self.metrics.register(registry);
-        self.status_metrics.register(registry);
     }
 }
 
@@ -126,7 +97,6 @@ pub fn spawn(args: &WatchArgs) -> WatchHandle {
         leader: rx,
         metrics: Metrics::default(),
         watch_buffer: args.watch_buffer,
-        status_metrics: auth::StatusMetrics::default(),
         task: None,
         stop,
         shutdown_grace: args.api_timeout.max(Duration::from_secs(1)) + Duration::from_secs(1),

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use ksvc_webhook::watch::args::{StatusApiArgs, WatchArgs};
+use ksvc_webhook::apps::args::StatusApiArgs;
+use ksvc_webhook::watch::args::WatchArgs;
 
 use crate::common::{SLACK, since_fault};
 use crate::harness;
@@ -48,7 +49,8 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
                 max_watch_streams_per_caller: 4,
                 metrics_auth: false,
             };
-            server.merge_routes(handle.router(&args, &open));
+            let metrics = ksvc_webhook::apps::auth::StatusMetrics::default();
+            server.merge_routes(ksvc_webhook::apps::router(&handle, &metrics, &args, &open));
             watch = Some(handle);
         },
     )

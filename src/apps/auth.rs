@@ -30,9 +30,10 @@ use serde_json::json;
 use tokio::sync::OnceCell;
 
 use super::access::{Access, Attributes, Identity, TokenHash, TtlCache, User};
-use super::args::{StatusApiArgs, WatchArgs};
+use super::args::StatusApiArgs;
 use super::reviews;
 use crate::report::error_chain;
+use crate::watch::args::WatchArgs;
 
 /// Seconds a client is told to wait after a 503 or a 429.
 pub const RETRY_AFTER_SECS: u64 = 5;
@@ -401,10 +402,10 @@ impl crate::server::routes::Guard for MetricsAccess {
 pub fn metrics_guard(
     watch: &WatchArgs,
     status: &StatusApiArgs,
-    handle: &super::WatchHandle,
+    metrics: &StatusMetrics,
 ) -> Arc<dyn crate::server::routes::Guard> {
     let source = ClientSource::Connect(Box::new(watch.clone()));
     let settings = Settings::from_args(status);
-    let reviewer = Reviewer::new(source, settings, handle.status_metrics.clone());
+    let reviewer = Reviewer::new(source, settings, metrics.clone());
     Arc::new(MetricsAccess::new(Arc::new(reviewer)))
 }

@@ -32,7 +32,7 @@ use serde_json::json;
 
 use super::access::{self, Access, Attributes, LimitHit, StreamLimits, Verb};
 use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer, StatusMetrics};
-use super::hub::{AppKey, AppRecord, Filter, Hub, Subscription, WatchEvent};
+use crate::watch::hub::{AppKey, AppRecord, Filter, Hub, Subscription, WatchEvent};
 
 /// Set (to `namespaces`) on a cluster-wide `/apps` answer that left out the namespaces the
 /// caller may not list.

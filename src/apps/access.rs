@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use super::hub::AppRecord;
+use crate::watch::hub::AppRecord;
 
 /// The API group of the resource `/apps` stands for.
 pub const GROUP: &str = "serving.knative.dev";

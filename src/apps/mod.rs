@@ -1,0 +1,43 @@
+//! The status API: `/apps`, `/apps/{namespace}/{name}` and `/apps/watch` over the watch loop's
+//! cache, for callers the API server vouches for.
+//!
+//! [`http`] serves the routes; [`access`] holds the pure parts (bearer headers, the decision
+//! cache, the namespace filter, stream limits); [`auth`] asks the API server (TokenReview,
+//! SubjectAccessReview, through [`reviews`]). Reads the loop's hub; never writes to the cluster.
+
+pub mod access;
+pub mod args;
+pub mod auth;
+pub mod http;
+pub mod reviews;
+
+use std::sync::Arc;
+
+use args::StatusApiArgs;
+use auth::StatusMetrics;
+
+use crate::watch::WatchHandle;
+use crate::watch::args::WatchArgs;
+
+/// The status routes over `handle`'s cache, guarded and limited as `status` says; reviews go to
+/// the cluster `watch` names, and are counted in `metrics`.
+pub fn router(
+    handle: &WatchHandle,
+    metrics: &StatusMetrics,
+    watch: &WatchArgs,
+    status: &StatusApiArgs,
+) -> axum::Router {
+    let reviewer = status.status_auth.then(|| {
+        let source = auth::ClientSource::Connect(Box::new(watch.clone()));
+        let settings = auth::Settings::from_args(status);
+        Arc::new(auth::Reviewer::new(source, settings, metrics.clone()))
+    });
+    let options = http::Options {
+        buffer: handle.watch_buffer,
+        reviewer,
+        max_streams: status.max_watch_streams,
+        max_streams_per_caller: status.max_watch_streams_per_caller,
+        metrics: metrics.clone(),
+    };
+    http::router(handle.hub.clone(), handle.synced.clone(), options)
+}
