@@ -11,7 +11,7 @@ BIN := ./target/release/ksvc-webhook
 run: demo
 	@test -f certs/tls.crt || $(BIN) certs --service ksvc-webhook --namespace ksvc-system --out certs >/dev/null
 	$(BIN) serve --listen 127.0.0.1:8443 --tls-dir certs --metrics-listen 127.0.0.1:9090 \
-		--self-managed-certs=false --sidecars examples/sidecars.yaml --status-auth=false
+		--sidecars examples/sidecars.yaml --status-auth=false
 
 # The admission core on the examples, no server: a mutated managed app, and a rejection.
 demo:

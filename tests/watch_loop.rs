@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use axum::http::Method;
 use ksvc_webhook::cluster::lease::{self, LeaseOptions};
-use ksvc_webhook::watch::metrics::Metrics;
 use ksvc_webhook::watch::status::Phase;
 use serde_json::json;
 use support::{FakeApi, Replica, ksvc, revision, wait_until};
@@ -341,7 +340,7 @@ async fn only_the_leader_writes_and_every_replica_serves_status() {
             fake.client(),
             lease_options(id),
             tx,
-            Metrics::default(),
+            Default::default(),
             stop,
         ));
         replicas.push(Replica::start_with(&fake, id, rx));

@@ -17,7 +17,6 @@ use tokio::sync::watch;
 
 use super::call::{self as kapi, status_code, timed};
 use crate::report::error_chain;
-use crate::watch::metrics::Metrics;
 
 /// Where the Lease lives, who we are, and the timings.
 #[derive(Debug, Clone)]
@@ -144,14 +143,14 @@ pub async fn try_lead(
     }
 }
 
-/// Run the election until `stop` turns true, publishing leadership on `tx`. On stop, leadership
-/// is dropped first (no more writes), then a held lease is released so another replica takes over
-/// at once instead of after the lease expires.
+/// Run the election until `stop` turns true, publishing leadership on `tx` and counting failed
+/// rounds in `failed_rounds`. On stop, leadership is dropped first (no more writes), then a held
+/// lease is released so another replica takes over at once instead of after the lease expires.
 pub async fn run_elector(
     client: Client,
     opts: LeaseOptions,
     tx: watch::Sender<bool>,
-    metrics: Metrics,
+    failed_rounds: prometheus_client::metrics::counter::Counter,
     mut stop: watch::Receiver<bool>,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &opts.namespace);
@@ -168,7 +167,7 @@ pub async fn run_elector(
             }
             Ok(round) => round == Round::Leading,
             Err(error) => {
-                metrics.error("lease");
+                failed_rounds.inc();
                 // One line per round: the next round is the retry, `retry_every` away.
                 tracing::warn!(error = %error_chain(&error), retry_in = ?opts.retry_every, "lease round failed; not leading until it succeeds");
                 false

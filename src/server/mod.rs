@@ -52,7 +52,7 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// How the server listens; see `ServeArgs` in [`crate::cli::serve`] for each field's meaning.
+/// How the server listens; `serve`'s flags (`cli::serve::ServeArgs`) say what each field means.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub listen: SocketAddr,

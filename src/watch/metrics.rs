@@ -95,7 +95,13 @@ impl Metrics {
 
     /// Count an error of a kind (`watch`, `write`, `event`, `lease`, `connect`).
     pub fn error(&self, kind: &'static str) {
-        self.errors.get_or_create(&vec![("kind", kind)]).inc();
+        self.error_counter(kind).inc();
+    }
+
+    /// The counter of one kind of error, for a part that counts without knowing these metrics
+    /// (the Lease election).
+    pub fn error_counter(&self, kind: &'static str) -> Counter {
+        self.errors.get_or_create(&vec![("kind", kind)]).clone()
     }
 
     /// Count a write (`stop_edits`, `delete_revision`, `event`).

@@ -141,7 +141,13 @@ async fn run(
         api_timeout: timeout,
     };
     let metrics = shared.metrics.clone();
-    let elector = tokio::spawn(lease::run_elector(client.clone(), lease, tx, metrics, stop));
+    let elector = tokio::spawn(lease::run_elector(
+        client.clone(),
+        lease,
+        tx,
+        metrics.error_counter("lease"),
+        stop,
+    ));
     let opts = LoopOptions {
         namespace: args.watch_namespace.clone(),
         api_timeout: timeout,

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use ksvc_webhook::cluster::lease::{self, LeaseOptions};
-use ksvc_webhook::watch::metrics::Metrics;
 use tokio::sync::watch;
 use tracing::instrument::WithSubscriber;
 
@@ -89,7 +88,7 @@ async fn row(verb: &'static str, fault: Fault) -> Outcome {
     if verb != "update" {
         fake.inject(verb, "leases", None, fault, times);
     }
-    let elector = lease::run_elector(fake.client(), options("me"), tx, Metrics::default(), stop);
+    let elector = lease::run_elector(fake.client(), options("me"), tx, Default::default(), stop);
     let elector = tokio::spawn(elector.with_subscriber(logs.dispatch()));
     let call = format!("leases {verb}");
     if verb == "update" {

@@ -7,7 +7,6 @@ use axum::http::Method;
 use ksvc_webhook::certmgr::Manager;
 use ksvc_webhook::cluster::lease;
 use ksvc_webhook::watch::hub::AppKey;
-use ksvc_webhook::watch::metrics::Metrics;
 use ksvc_webhook::watch::status::Phase;
 use serde_json::json;
 use tokio::sync::watch;
@@ -36,7 +35,7 @@ impl Replica {
             fake.client(),
             options(identity),
             tx,
-            Metrics::default(),
+            Default::default(),
             stop,
         );
         let elector = tokio::spawn(elector.with_subscriber(logs.dispatch()));
