@@ -417,3 +417,38 @@ fn a_review_with_raw_probes_is_fronted_and_readmitted_without_a_patch() {
     assert_eq!(again, fronted);
     assert_eq!(uninject(fronted), original);
 }
+
+#[test]
+fn the_multi_container_probing_flag_and_its_env_var_reach_admission() {
+    let dir = std::env::temp_dir().join(format!("ksvc-fronting-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let catalogue = dir.join("sidecars.yaml");
+    std::fs::write(&catalogue, CATALOGUE).unwrap();
+    let user = app(json!({"ports": [{"containerPort": 8080}],
+                          "readinessProbe": {"httpGet": {"path": "/ready"}}}));
+    let manifest = dir.join("ksvc.json");
+    std::fs::write(&manifest, ksvc(json!([user]), "guard").to_string()).unwrap();
+    let mutate = |flag: Option<&str>, env: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"));
+        cmd.args(["mutate", "--sidecars", catalogue.to_str().unwrap()])
+            .args(["-f", manifest.to_str().unwrap()])
+            .env_remove("KSVC_WEBHOOK_MULTI_CONTAINER_PROBING");
+        cmd.args(flag);
+        if let Some(value) = env {
+            cmd.env("KSVC_WEBHOOK_MULTI_CONTAINER_PROBING", value);
+        }
+        let output = cmd.output().unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (ok, stderr) = mutate(None, None);
+    assert!(
+        !ok && stderr.contains("multi-container-probing"),
+        "{stderr}"
+    );
+    assert!(mutate(Some("--multi-container-probing"), None).0);
+    assert!(mutate(None, Some("true")).0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
