@@ -2,7 +2,7 @@
 //!
 //! Another client (the Flyte platform's Stop) may delete the revision that still serves, right
 //! after the write that moves traffic off it: requests in flight are lost and the Service reports
-//! RevisionMissing (seed 003). The guard refuses that delete while a route still sends the
+//! RevisionMissing. The guard refuses that delete while a route still sends the
 //! revision traffic — Knative's `serving.knative.dev/routingState: active` label on the revision,
 //! or the owning Service's `status.traffic` when the watch cache knows it — and says the revision
 //! goes once traffic has left it (the watch loop deletes the old revisions of a stopped app then).

@@ -25,6 +25,7 @@ use super::plan::{self, Plan, Policy};
 use super::state::{self, SecretData};
 use super::{CertArgs, Error, FILE_CA_CRT, FILE_TLS_CRT, FILE_TLS_KEY, Result, issue};
 use crate::certmgr::pki;
+use crate::cluster::call::Backoff;
 use crate::report::error_chain;
 
 /// Writes planned per round before giving up on a Secret that keeps changing under us.
@@ -283,8 +284,16 @@ impl Manager {
     async fn bootstrap(&self, leader: &watch::Receiver<bool>, budget: StdDuration) -> Result<()> {
         let started = tokio::time::Instant::now();
         let deadline = started + budget;
-        let mut backoff = FIRST_BACKOFF;
+        let steps = Backoff {
+            min: FIRST_BACKOFF,
+            max: MAX_BACKOFF,
+            factor: 2,
+            attempts: u32::MAX,
+        };
+        let mut failed = 0;
         loop {
+            let backoff = steps.delay(failed);
+            failed = failed.saturating_add(1);
             // Read into a local: a `watch::Ref` in the scrutinee would hold the channel's read
             // lock through the calls and the sleep below, and the elector's next send would block
             // its thread on the write lock for good.
@@ -318,7 +327,6 @@ impl Manager {
             warn!(error = %error_chain(&error), retry_in = ?backoff, gives_up_in = ?deadline.duration_since(now), leader = is_leader,
                 "certificates not ready yet; retrying the certificate sync");
             tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 

@@ -1,5 +1,6 @@
 //! Thin, bounded Kubernetes API calls: every call has a timeout; writes carry preconditions and
-//! retry on 409 Conflict with exponential backoff (seed 002's retry-on-conflict design).
+//! retry on 409 Conflict with exponential backoff: read, edit, write with the resourceVersion read,
+//! and on a conflict read again, so a concurrent writer's change is never overwritten.
 //!
 //! Decides nothing: the edit to make comes in as a closure over the raw JSON, so fields unknown to
 //! our types survive. Shared by the loop and the `app` CLI.

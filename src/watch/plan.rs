@@ -1,6 +1,7 @@
 //! PURE: what the loop must do to a stopped app — apply the stop edits the webhook would have made
 //! (if it was bypassed), and tear down the revisions that served before the stop, but only once
-//! Knative's route has moved off them (the teardown-before-traffic-moves race, seed 003).
+//! Knative's route has moved off them: deleting a revision that still receives traffic loses the
+//! requests in flight to it and leaves the Service reporting RevisionMissing.
 //!
 //! Never deletes a revision still named in `status.traffic`, the latest created or latest ready
 //! one, or one annotated `serving.knative.dev/no-gc: "true"`. Reads no clock. Must never do I/O.

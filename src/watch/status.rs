@@ -1,7 +1,9 @@
 //! PURE: the app status of a Knative Service — phase, message, transition time, replicas, URL and
 //! substate — from the Service and its Revisions as observed.
 //!
-//! Follows Flyte's mapping (semantics.md A2.7/A3) and fixes its gaps: a `Ready` from an older
+//! Follows the Flyte platform's mapping of Knative conditions to app phases (the stop label wins;
+//! a True condition is ACTIVE, False is FAILED when `Ready` is False, Unknown is PENDING) and
+//! fixes its gaps: a `Ready` from an older
 //! generation is DEPLOYING, not ACTIVE; STOPPED is observed (nothing left serving), not merely
 //! desired, and until then the app is STOPPING; the substate is filled from Knative's reasons.
 //! Reads no clock: `now` is an argument. Must never do I/O.
