@@ -146,25 +146,12 @@ where
     F: FnMut(&mut Value) -> bool,
 {
     let what = format!("update {name}");
-    for n in 0..backoff.attempts.max(1) {
-        match update_once(api, name, &what, timeout, &mut edit).await {
-            Err(Error::Api { source, .. }) if status_code(&source) == Some(409) => {
-                let retry_in = backoff.delay(n);
-                tracing::info!(
-                    what,
-                    attempt = n,
-                    ?retry_in,
-                    "conflict; retrying with a fresh read"
-                );
-                tokio::time::sleep(retry_in).await;
-            }
-            other => return other,
-        }
-    }
-    Err(Error::Conflicts {
-        what,
-        attempts: backoff.attempts.max(1),
+    // The edit is shared by the attempts; it is only ever called between two awaits.
+    let edit = std::sync::Mutex::new(&mut edit);
+    retry_on_conflict(&what, backoff, || {
+        update_once(api, name, &what, timeout, &edit)
     })
+    .await
 }
 
 async fn update_once<F>(
@@ -172,7 +159,7 @@ async fn update_once<F>(
     name: &str,
     what: &str,
     timeout: Duration,
-    edit: &mut F,
+    edit: &std::sync::Mutex<&mut F>,
 ) -> Result<Updated>
 where
     F: FnMut(&mut Value) -> bool,
@@ -185,7 +172,10 @@ where
         source,
     };
     let mut raw = serde_json::to_value(&current).map_err(encode)?;
-    if !edit(&mut raw) {
+    let changed = (edit
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner))(&mut raw);
+    if !changed {
         return Ok(Updated::Unchanged);
     }
     let obj: DynamicObject = serde_json::from_value(raw).map_err(encode)?;
