@@ -249,9 +249,9 @@ async fn status_watch_follows_changes() {
     }
 }
 
-fn kubeconfig_for(server: &str, file: &str) -> std::path::PathBuf {
-    let path =
-        std::env::temp_dir().join(format!("ksvc-webhook-test-{}-{file}", std::process::id()));
+/// A kubeconfig for `server` in `dir` (the caller keeps the directory, which goes when dropped).
+fn kubeconfig_for(server: &str, dir: &tempfile::TempDir) -> std::path::PathBuf {
+    let path = dir.path().join("kubeconfig");
     let yaml = format!(
         "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n\
          contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: system\nusers:\n- name: fake\n  user: {{}}\n"
@@ -283,9 +283,10 @@ async fn spawn_connects_syncs_and_leads() {
         "services",
         ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
     );
+    let dir = tempfile::tempdir().unwrap();
     let handle = ksvc_webhook::watch::spawn(&watch_args(kubeconfig_for(
         &format!("http://{}", fake.addr),
-        "ok",
+        &dir,
     )));
     wait_until("the cache synced", || handle.synced.load(Ordering::Acquire)).await;
     wait_until("this replica leads", || *handle.leader.borrow()).await;
@@ -314,8 +315,9 @@ async fn spawn_connects_syncs_and_leads() {
 #[tokio::test]
 async fn spawn_returns_at_once_without_a_cluster() {
     // Nothing listens on port 9 of localhost: the loop keeps retrying in the background.
+    let dir = tempfile::tempdir().unwrap();
     let handle =
-        ksvc_webhook::watch::spawn(&watch_args(kubeconfig_for("http://127.0.0.1:9", "none")));
+        ksvc_webhook::watch::spawn(&watch_args(kubeconfig_for("http://127.0.0.1:9", &dir)));
     tokio::task::yield_now().await;
     assert!(!handle.synced.load(Ordering::Acquire));
     assert!(!*handle.leader.borrow());
