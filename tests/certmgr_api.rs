@@ -26,6 +26,8 @@ const SECRET: &str = "ksvc-webhook-certs";
 const CONFIG: &str = "zz-ksvc-webhook.flyte.org";
 const SECRETS: &str = "/api/v1/namespaces/ksvc-system/secrets";
 const CONFIGS: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
+const GUARD: &str = "ksvc-webhook-revision-guard.flyte.org";
+const GUARDS: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
 
 #[derive(Default)]
 struct State {
@@ -82,7 +84,8 @@ impl FakeApi {
         let mut s = self.state();
         s.version += 1;
         config["metadata"]["resourceVersion"] = json!(s.version.to_string());
-        s.configs.insert(CONFIG.into(), config);
+        let name = config["metadata"]["name"].as_str().unwrap().to_owned();
+        s.configs.insert(name, config);
     }
 
     fn secret(&self) -> Option<Secret> {
@@ -128,8 +131,10 @@ impl FakeApi {
         let secret_name = path
             .strip_prefix(&format!("{SECRETS}/"))
             .map(str::to_string);
+        // Both kinds of webhook configuration live in one map, by name.
         let config_name = path
             .strip_prefix(&format!("{CONFIGS}/"))
+            .or_else(|| path.strip_prefix(&format!("{GUARDS}/")))
             .map(str::to_string);
         match (method, secret_name, config_name) {
             (Method::GET, Some(name), _) => get(&s.secrets, &name),
@@ -226,6 +231,7 @@ fn args() -> CertArgs {
         self_managed_certs: Some(true),
         cert_secret: SECRET.into(),
         webhook_config_name: CONFIG.into(),
+        guard_config_name: GUARD.into(),
         service_name: "ksvc-webhook".into(),
         namespace: NS.into(),
         cert_sync_interval: std::time::Duration::from_secs(60),
@@ -618,5 +624,52 @@ fn a_leadership_change_during_a_bootstrap_retry_does_not_hang_the_start() {
     );
     assert_eq!(read(dir.path(), "tls.crt"), api.data().serving.cert_pem);
     // The failed create was retried, and the leader it had become published the bundle.
+    assert_eq!(api.bundles()[0], api.data().bundle());
+}
+
+#[tokio::test]
+async fn the_leader_publishes_the_bundle_to_the_revision_guard_too() {
+    let api = FakeApi::default().with_config();
+    let guard = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": GUARD},
+        "webhooks": [{
+            "name": "revision-guard.ksvc-webhook.flyte.org",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "clientConfig": {"service": {"name": "ksvc-webhook", "namespace": NS,
+                "path": "/validate-revision-delete", "port": 443}}
+        }]
+    });
+    api.store_config(guard);
+    let dir = tempfile::tempdir().unwrap();
+    let synced = Manager::new(api.client(), &args(), dir.path())
+        .sync(t0(), true)
+        .await
+        .unwrap();
+    assert!(synced.bundle_published);
+    use base64::Engine as _;
+    let stored = api.state().configs[GUARD]["webhooks"][0]["clientConfig"]["caBundle"]
+        .as_str()
+        .map(|b| base64::engine::general_purpose::STANDARD.decode(b).unwrap());
+    assert_eq!(stored, Some(api.data().bundle()));
+    assert!(
+        api.writes().contains(&format!("PATCH {GUARDS}/{GUARD}")),
+        "{:?}",
+        api.writes()
+    );
+}
+
+#[tokio::test]
+async fn a_missing_revision_guard_never_holds_up_the_certificates() {
+    // No guard configuration at all (an install without it): the round still succeeds.
+    let api = FakeApi::default().with_config();
+    let dir = tempfile::tempdir().unwrap();
+    let synced = Manager::new(api.client(), &args(), dir.path())
+        .sync(t0(), true)
+        .await
+        .unwrap();
+    assert!(synced.bundle_published);
     assert_eq!(api.bundles()[0], api.data().bundle());
 }

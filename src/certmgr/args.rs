@@ -40,6 +40,15 @@ pub struct CertArgs {
         default_value = "zz-ksvc-webhook.flyte.org"
     )]
     pub webhook_config_name: String,
+    /// The ValidatingWebhookConfiguration of the revision guard, whose `caBundle` the leader
+    /// keeps current too (empty: none). A guard configuration that is missing or cannot be
+    /// patched is logged and never holds up the certificates.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_GUARD_CONFIG_NAME",
+        default_value = "ksvc-webhook-revision-guard.flyte.org"
+    )]
+    pub guard_config_name: String,
     /// The Service kube-apiserver calls: the serving certificate's names derive from it.
     #[arg(
         long,

@@ -41,6 +41,16 @@ pub const API_CALLS: &[ApiCall] = &[
         "mutatingwebhookconfigurations",
         "patch",
     ),
+    ApiCall::new(
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        "get",
+    ),
+    ApiCall::new(
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        "patch",
+    ),
 ];
 
 /// The files written into the certificate directory.

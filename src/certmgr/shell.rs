@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration as StdDuration;
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -55,9 +57,11 @@ pub struct Synced {
 pub struct Manager {
     secrets: Api<Secret>,
     webhooks: Api<MutatingWebhookConfiguration>,
+    guards: Api<ValidatingWebhookConfiguration>,
     secret_name: String,
     namespace: String,
     webhook_config: String,
+    guard_config: Option<String>,
     sans: Vec<String>,
     policy: Policy,
     cert_dir: PathBuf,
@@ -72,10 +76,12 @@ impl Manager {
     pub fn new(client: Client, args: &CertArgs, cert_dir: impl Into<PathBuf>) -> Self {
         Self {
             secrets: Api::namespaced(client.clone(), &args.namespace),
-            webhooks: Api::all(client),
+            webhooks: Api::all(client.clone()),
+            guards: Api::all(client),
             secret_name: args.cert_secret.clone(),
             namespace: args.namespace.clone(),
             webhook_config: args.webhook_config_name.clone(),
+            guard_config: Some(args.guard_config_name.clone()).filter(|n| !n.is_empty()),
             sans: pki::service_sans(&args.service_name, &args.namespace),
             policy: Policy::default(),
             cert_dir: cert_dir.into(),
@@ -97,7 +103,13 @@ impl Manager {
         let data = self.converge_secret(now, leader, &mut steps).await?;
         let files_changed = self.write_files(&data).await?;
         let bundle_published = match leader {
-            true => self.publish(&data.bundle()).await?,
+            true => {
+                let bundle = data.bundle();
+                let published = self
+                    .publish(&self.webhooks, &self.webhook_config, &bundle)
+                    .await?;
+                published | self.publish_to_guard(&bundle).await
+            }
             false => false,
         };
         Ok(Synced {
@@ -198,19 +210,35 @@ impl Manager {
             .unwrap_or_default())
     }
 
-    /// Patch `bundle` into every webhook of the configuration where it differs.
-    async fn publish(&self, bundle: &[u8]) -> Result<bool> {
+    /// The revision guard's bundle. Its webhook fails open, so a guard configuration that is
+    /// missing, forbidden or contended is said in the log and never fails the round.
+    async fn publish_to_guard(&self, bundle: &[u8]) -> bool {
+        let Some(name) = &self.guard_config else {
+            return false;
+        };
+        match self.publish(&self.guards, name, bundle).await {
+            Ok(published) => published,
+            Err(error) => {
+                warn!(config = %name, error = %error_chain(&error), "revision guard's CA bundle not published; retrying next round");
+                false
+            }
+        }
+    }
+
+    /// Patch `bundle` into every webhook of the configuration `name` where it differs.
+    async fn publish<K>(&self, configs: &Api<K>, name: &str, bundle: &[u8]) -> Result<bool>
+    where
+        K: kube::Resource + state::WebhookConfig + Clone + serde::de::DeserializeOwned,
+        K: std::fmt::Debug,
+    {
         const CALL: &str = "patch webhook configuration";
         for _ in 0..MAX_PATCH_ATTEMPTS {
             let config = self
-                .timed(
-                    "get webhook configuration",
-                    self.webhooks.get_opt(&self.webhook_config),
-                )
+                .timed("get webhook configuration", configs.get_opt(name))
                 .await?
                 .map_err(|source| api("get webhook configuration", source))?;
             let Some(config) = config else {
-                warn!(config = %self.webhook_config, "webhook configuration not found; CA bundle not published");
+                warn!(config = %name, "webhook configuration not found; CA bundle not published");
                 return Ok(false);
             };
             let Some(ops) = state::bundle_patch(&config, bundle) else {
@@ -220,10 +248,10 @@ impl Manager {
                 serde_json::from_value(ops).map_err(|e| api(CALL, kube::Error::SerdeError(e)))?;
             let pp = PatchParams::default();
             let patch = Patch::Json::<()>(patch);
-            let call = self.webhooks.patch(&self.webhook_config, &pp, &patch);
+            let call = configs.patch(name, &pp, &patch);
             match self.timed(CALL, call).await? {
                 Ok(_) => {
-                    info!(config = %self.webhook_config, "CA bundle published");
+                    info!(config = %name, "CA bundle published");
                     return Ok(true);
                 }
                 // 422: the resourceVersion test failed; 409: a conflicting write. Re-read.

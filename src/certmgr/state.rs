@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use time::OffsetDateTime;
@@ -203,27 +205,50 @@ pub fn subject_alt_names(pem: &str) -> Option<Vec<String>> {
     Some(names)
 }
 
+/// A webhook configuration whose webhooks carry a `caBundle`: the mutating one that admits
+/// KServices and the validating one of the revision guard.
+pub trait WebhookConfig {
+    /// Each webhook's `caBundle`, in order (`None` where unset).
+    fn bundles(&self) -> Vec<Option<&[u8]>>;
+    /// The resourceVersion that was read.
+    fn resource_version(&self) -> Option<&str>;
+}
+
+impl WebhookConfig for MutatingWebhookConfiguration {
+    fn bundles(&self) -> Vec<Option<&[u8]>> {
+        let hooks = self.webhooks.iter().flatten();
+        hooks
+            .map(|h| h.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()))
+            .collect()
+    }
+    fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+}
+
+impl WebhookConfig for ValidatingWebhookConfiguration {
+    fn bundles(&self) -> Vec<Option<&[u8]>> {
+        let hooks = self.webhooks.iter().flatten();
+        hooks
+            .map(|h| h.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()))
+            .collect()
+    }
+    fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+}
+
 /// A JSON Patch that sets `bundle` as the `caBundle` of every webhook in `config` whose bundle
 /// differs, guarded by a `test` of the resourceVersion that was read (kube-apiserver answers a
 /// failed test with 422, and the caller re-reads). `None` when every webhook is up to date.
-pub fn bundle_patch(
-    config: &MutatingWebhookConfiguration,
-    bundle: &[u8],
-) -> Option<serde_json::Value> {
+pub fn bundle_patch(config: &impl WebhookConfig, bundle: &[u8]) -> Option<serde_json::Value> {
     use base64::Engine as _;
     let encoded = base64::engine::general_purpose::STANDARD.encode(bundle);
     let mut ops: Vec<serde_json::Value> = config
-        .webhooks
-        .iter()
-        .flatten()
+        .bundles()
+        .into_iter()
         .enumerate()
-        .filter(|(_, hook)| {
-            hook.client_config
-                .ca_bundle
-                .as_ref()
-                .map(|b| b.0.as_slice())
-                != Some(bundle)
-        })
+        .filter(|(_, current)| *current != Some(bundle))
         .map(|(i, _)| {
             serde_json::json!({
                 "op": "add",
@@ -235,7 +260,7 @@ pub fn bundle_patch(
     if ops.is_empty() {
         return None;
     }
-    let version = config.metadata.resource_version.clone().unwrap_or_default();
+    let version = config.resource_version().unwrap_or_default().to_owned();
     ops.insert(
         0,
         serde_json::json!({"op": "test", "path": "/metadata/resourceVersion", "value": version}),
@@ -244,19 +269,9 @@ pub fn bundle_patch(
 }
 
 /// The `caBundle` of every webhook in `config` (empty where none is set).
-pub fn published_bundles(config: &MutatingWebhookConfiguration) -> Vec<Vec<u8>> {
-    config
-        .webhooks
-        .iter()
-        .flatten()
-        .map(|hook| {
-            hook.client_config
-                .ca_bundle
-                .as_ref()
-                .map(|b| b.0.clone())
-                .unwrap_or_default()
-        })
-        .collect()
+pub fn published_bundles(config: &impl WebhookConfig) -> Vec<Vec<u8>> {
+    let bundles = config.bundles().into_iter();
+    bundles.map(|b| b.unwrap_or_default().to_vec()).collect()
 }
 
 fn ip_text(bytes: &[u8]) -> String {

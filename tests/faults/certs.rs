@@ -29,6 +29,8 @@ pub fn args() -> CertArgs {
         self_managed_certs: Some(true),
         cert_secret: SECRET.into(),
         webhook_config_name: CONFIG.into(),
+        // The revision guard's configuration is not installed here (its rows are certmgr_api's).
+        guard_config_name: String::new(),
         service_name: "ksvc-webhook".into(),
         namespace: NS.into(),
         cert_sync_interval: Duration::from_secs(60),
