@@ -161,17 +161,25 @@ impl Checked {
     }
 }
 
+/// What every route checks first: the cache has synced, then who the caller is (`None` when
+/// status is unauthenticated).
+async fn gate(s: &ApiState, headers: &HeaderMap) -> Result<Option<Checked>, Response> {
+    if !s.synced.load(Ordering::Acquire) {
+        return Err(not_synced());
+    }
+    caller(s, headers)
+        .await
+        .map_err(IntoResponse::into_response)
+}
+
 async fn list(
     State(s): State<ApiState>,
     headers: HeaderMap,
     Query(filter): Query<Filter>,
 ) -> Response {
-    if !s.synced.load(Ordering::Acquire) {
-        return not_synced();
-    }
-    let checked = match caller(&s, &headers).await {
+    let checked = match gate(&s, &headers).await {
         Ok(checked) => checked,
-        Err(refusal) => return refusal.into_response(),
+        Err(response) => return response,
     };
     let apps = s.hub.list(&filter);
     let Some(checked) = checked else {
@@ -189,13 +197,10 @@ async fn one(
     headers: HeaderMap,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
-    if !s.synced.load(Ordering::Acquire) {
-        return not_synced();
-    }
     // Access first: a caller without it learns nothing, not even whether the app exists.
-    let checked = match caller(&s, &headers).await {
+    let checked = match gate(&s, &headers).await {
         Ok(checked) => checked,
-        Err(refusal) => return refusal.into_response(),
+        Err(response) => return response,
     };
     if let Some(c) = checked {
         let needs = Attributes::apps(Verb::Get, Some(&namespace), Some(&name));
@@ -228,10 +233,7 @@ async fn watch(
     headers: HeaderMap,
     Query(filter): Query<Filter>,
 ) -> Response {
-    if !s.synced.load(Ordering::Acquire) {
-        return not_synced();
-    }
-    let recheck = match caller(&s, &headers).await {
+    let recheck = match gate(&s, &headers).await {
         Ok(None) => None,
         Ok(Some(c)) => {
             let needs = watch_needs(&filter);
@@ -240,7 +242,7 @@ async fn watch(
             }
             Some(Recheck::new(c, needs))
         }
-        Err(refusal) => return refusal.into_response(),
+        Err(response) => return response,
     };
     let who = recheck
         .as_ref()
