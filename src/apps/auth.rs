@@ -21,7 +21,6 @@ use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -157,15 +156,7 @@ impl Settings {
 /// A client for the cluster `args` names, without the watch loop's version probe: an unreachable
 /// API server shows in each review (bounded by its timeout), not in a serialized connect.
 async fn client_for(args: &WatchArgs, timeout: Duration) -> Result<Client, String> {
-    let mut config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| error_chain(&e))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| error_chain(&e))?
-        }
-        None => kube::Config::infer().await.map_err(|e| error_chain(&e))?,
-    };
+    let mut config = crate::cluster::config_for(args.kubeconfig.as_deref()).await?;
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     Client::try_from(config).map_err(|e| error_chain(&e))

@@ -24,7 +24,6 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -205,15 +204,7 @@ async fn connect_with_backoff(args: &WatchArgs, timeout: Duration, metrics: &Met
 /// A client for the cluster `args` names (kubeconfig, else in-cluster or the usual lookup), checked
 /// with one version probe; every connect and read is bounded by `timeout`.
 pub async fn connect(args: &WatchArgs, timeout: Duration) -> Result<Client, String> {
-    let mut config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| error_chain(&e))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| error_chain(&e))?
-        }
-        None => kube::Config::infer().await.map_err(|e| error_chain(&e))?,
-    };
+    let mut config = crate::cluster::config_for(args.kubeconfig.as_deref()).await?;
     config.connect_timeout = Some(timeout);
     // Bounds every read, lists included; a watch is ended by the server before this fires.
     let watch = Duration::from_secs(u64::from(controller::WATCH_TIMEOUT_SECS));
