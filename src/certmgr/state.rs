@@ -214,29 +214,24 @@ pub trait WebhookConfig {
     fn resource_version(&self) -> Option<&str>;
 }
 
-impl WebhookConfig for MutatingWebhookConfiguration {
-    fn bundles(&self) -> Vec<Option<&[u8]>> {
-        let hooks = self.webhooks.iter().flatten();
-        hooks
-            .map(|h| h.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()))
-            .collect()
-    }
-    fn resource_version(&self) -> Option<&str> {
-        self.metadata.resource_version.as_deref()
-    }
+// The two kinds share the shape (`webhooks[].clientConfig.caBundle`) but no type.
+macro_rules! webhook_config {
+    ($($kind:ty),*) => {$(
+        impl WebhookConfig for $kind {
+            fn bundles(&self) -> Vec<Option<&[u8]>> {
+                let hooks = self.webhooks.iter().flatten();
+                hooks
+                    .map(|h| h.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()))
+                    .collect()
+            }
+            fn resource_version(&self) -> Option<&str> {
+                self.metadata.resource_version.as_deref()
+            }
+        }
+    )*};
 }
 
-impl WebhookConfig for ValidatingWebhookConfiguration {
-    fn bundles(&self) -> Vec<Option<&[u8]>> {
-        let hooks = self.webhooks.iter().flatten();
-        hooks
-            .map(|h| h.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()))
-            .collect()
-    }
-    fn resource_version(&self) -> Option<&str> {
-        self.metadata.resource_version.as_deref()
-    }
-}
+webhook_config!(MutatingWebhookConfiguration, ValidatingWebhookConfiguration);
 
 /// A JSON Patch that sets `bundle` as the `caBundle` of every webhook in `config` whose bundle
 /// differs, guarded by a `test` of the resourceVersion that was read (kube-apiserver answers a
