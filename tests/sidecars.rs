@@ -67,7 +67,9 @@ fn admit(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
     let d = admission::decide(request(op, object.clone(), old), policy);
     if let Some(out) = d.object_json() {
         let mut replayed = object;
-        json_patch::patch(&mut replayed, &d.ops).unwrap();
+        let patch: json_patch::Patch =
+            serde_json::from_value(serde_json::to_value(&d.ops).unwrap()).unwrap();
+        json_patch::patch(&mut replayed, &patch).unwrap();
         assert_eq!(replayed, out, "the patch reproduces the output");
     }
     d

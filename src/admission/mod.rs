@@ -26,11 +26,10 @@ pub mod writers;
 use std::sync::Arc;
 
 use base64::Engine as _;
-use json_patch::PatchOperation;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::json::edit::Editor;
+use crate::json::edit::{Editor, Op};
 use crate::json::parse::{self, Skim};
 use crate::json::{self, Node};
 use mutate::{Settings, Target};
@@ -150,7 +149,7 @@ pub struct Decision<'a> {
     /// Why the request was rejected (empty when allowed).
     pub violations: Vec<Violation>,
     /// The edits, as JSON Patch operations (empty when nothing changes).
-    pub ops: Vec<PatchOperation>,
+    pub ops: Vec<Op<'a>>,
     pub warnings: Vec<String>,
     /// The object after the edits, when the request carried a KService that was allowed.
     pub object: Option<Node<'a>>,

@@ -4,7 +4,11 @@
 //! `INTERNAL_APP_ENDPOINT_PATTERN`, the selected sidecars (see [`crate::admission::sidecars`]), the
 //! managed-app label and annotation and the spec SHA. [`strip`] takes all of it away again, giving
 //! the object as the user wrote it; the spec SHA is computed over `strip`'s result, so it is the
-//! same whether or not the object was already mutated, stopped or given sidecars. The SHA changes
+//! same whether or not the object was already mutated, stopped or given sidecars. It is computed
+//! once the user's own fields are settled (the name, a dropped `initial-scale`, the stop state) and
+//! before the sidecars and the endpoint variable are converged: `strip` takes those away again
+//! (the sidecar plan has refused an unreadable record and names that clash with the user's), so
+//! hashing before them gives the same value without stripping what was just added. The SHA changes
 //! only when that user spec does: on UPDATE an unchanged user spec keeps the stored value, and a
 //! platform writer's own value is kept as written (see [`SpecSha`]).
 
@@ -111,6 +115,7 @@ pub fn inject(
         target.restore,
         settings.allow_zero_initial_scale,
     );
+    let sha = stripped_sha(ed)?;
     warnings.extend(sidecars::converge(ed, &target.sidecars, target.namespace));
     let pattern = endpoint_pattern(settings, target.identity, target.namespace);
     if let Some(replaced) = upsert_endpoint_env(ed, &pattern) {
@@ -128,7 +133,6 @@ pub fn inject(
     }
     // Migration: older releases marked managed apps with an annotation instead of the label.
     ed.remove(&[ksvc::ANNOTATIONS, &[keys::ANNOTATION_APP_MANAGED]].concat());
-    let sha = stripped_sha(ed)?;
     if let Some(value) = spec_sha_value(ed.doc(), sha, target.spec_sha, stored)? {
         set_annotation(ed, keys::ANNOTATION_SPEC_SHA, &value);
     }

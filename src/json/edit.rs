@@ -2,14 +2,41 @@
 //!
 //! Every change to an admitted object goes through an [`Editor`], so the patch sent to the API
 //! server is exactly the list of changes made — nothing is re-serialised, nothing the webhook does
-//! not own is touched, and an edit that changes nothing records nothing. A [`Editor::reversible`]
+//! not own is touched, and an edit that changes nothing records nothing. An [`Op`] keeps its value
+//! as a [`Node`] (a copy that borrows the body's text where the document does), written straight
+//! into the response. A [`Editor::reversible`]
 //! editor also keeps what each edit replaced, so [`Editor::undo`] can put the document back
 //! without ever copying it (the spec SHA is computed that way over the stripped object).
 
-use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use jsonptr::PointerBuf;
+use serde::ser::{SerializeStruct, Serializer};
 
 use crate::json::{Map, Node};
+
+/// One RFC 6902 operation, serialised as `{"op": …, "path": …, "value": …}`.
+#[derive(Debug, Clone)]
+pub enum Op<'a> {
+    Add { path: PointerBuf, value: Node<'a> },
+    Replace { path: PointerBuf, value: Node<'a> },
+    Remove { path: PointerBuf },
+}
+
+impl serde::Serialize for Op<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (op, path, value) = match self {
+            Op::Add { path, value } => ("add", path, Some(value)),
+            Op::Replace { path, value } => ("replace", path, Some(value)),
+            Op::Remove { path } => ("remove", path, None),
+        };
+        let mut out = s.serialize_struct("Op", 2 + usize::from(value.is_some()))?;
+        out.serialize_field("op", op)?;
+        out.serialize_field("path", path.as_str())?;
+        if let Some(value) = value {
+            out.serialize_field("value", value)?;
+        }
+        out.end()
+    }
+}
 
 /// How to take one edit back.
 #[derive(Debug)]
@@ -46,7 +73,7 @@ enum Undo<'a> {
 /// Applies edits to `doc` and records each one as a JSON Patch operation.
 pub struct Editor<'d, 'a> {
     doc: &'d mut Node<'a>,
-    ops: Vec<PatchOperation>,
+    ops: Vec<Op<'a>>,
     undo: Option<Vec<Undo<'a>>>,
 }
 
@@ -80,7 +107,7 @@ impl<'d, 'a> Editor<'d, 'a> {
     }
 
     /// The operations recorded so far, in order.
-    pub fn into_ops(self) -> Vec<PatchOperation> {
+    pub fn into_ops(self) -> Vec<Op<'a>> {
         self.ops
     }
 
@@ -159,13 +186,13 @@ impl<'d, 'a> Editor<'d, 'a> {
                             return;
                         }
                         let built = nest(&path[depth + 1..], value);
-                        let copy = recording.then(|| built.to_json());
+                        let copy = recording.then(|| built.clone());
                         let previous = map.insert((*token).to_string(), built);
                         if let Some(value) = copy {
-                            self.ops.push(PatchOperation::Add(AddOperation {
+                            self.ops.push(Op::Add {
                                 path: pointer(&path[..=depth]),
                                 value,
-                            }));
+                            });
                         }
                         self.keep(|| Undo::MapKey {
                             parent: owned(&path[..depth]),
@@ -186,13 +213,13 @@ impl<'d, 'a> Editor<'d, 'a> {
                     };
                     if last {
                         if items[slot] != value {
-                            let copy = recording.then(|| value.to_json());
+                            let copy = recording.then(|| value.clone());
                             let previous = std::mem::replace(&mut items[slot], value);
                             if let Some(value) = copy {
-                                self.ops.push(PatchOperation::Replace(ReplaceOperation {
+                                self.ops.push(Op::Replace {
                                     path: pointer(path),
                                     value,
-                                }));
+                                });
                             }
                             self.keep(|| Undo::ArraySet {
                                 parent: owned(&path[..depth]),
@@ -235,9 +262,9 @@ impl<'d, 'a> Editor<'d, 'a> {
         };
         if let Some(undo) = undo {
             if self.undo.is_none() {
-                self.ops.push(PatchOperation::Remove(RemoveOperation {
+                self.ops.push(Op::Remove {
                     path: pointer(path),
-                }));
+                });
             }
             self.keep(|| undo);
         }
@@ -247,13 +274,12 @@ impl<'d, 'a> Editor<'d, 'a> {
     pub fn push(&mut self, path: &[&str], value: Node<'a>) {
         match get_mut(self.doc, path) {
             Some(Node::Array(items)) => {
-                let copy = self.undo.is_none().then(|| value.to_json());
+                let copy = self.undo.is_none().then(|| value.clone());
                 items.push(value);
                 if let Some(value) = copy {
                     let mut at = pointer(path);
                     at.push_back("-");
-                    self.ops
-                        .push(PatchOperation::Add(AddOperation { path: at, value }));
+                    self.ops.push(Op::Add { path: at, value });
                 }
                 self.keep(|| Undo::ArrayPop {
                     parent: owned(path),
@@ -315,11 +341,12 @@ mod tests {
         let mut node = Node::from_json(doc);
         let mut ed = Editor::new(&mut node);
         f(&mut ed);
-        let ops = ed.into_ops();
-        json_patch::patch(&mut replayed, &ops).unwrap();
+        let ops = serde_json::to_value(ed.into_ops()).unwrap();
+        let patch: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
+        json_patch::patch(&mut replayed, &patch).unwrap();
         let doc = node.to_json();
         assert_eq!(replayed, doc, "the recorded patch reproduces the edit");
-        (doc, serde_json::to_value(&ops).unwrap(), replayed)
+        (doc, ops, replayed)
     }
 
     #[test]

@@ -90,16 +90,16 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 impl Handover {
     /// The fronting container's `ports`: its port under the user's port name and protocol, so
     /// Knative speaks to it as it spoke to the app.
-    pub(super) fn serving_ports(&self) -> Value {
-        let mut port = serde_json::Map::new();
+    pub(super) fn serving_ports<'a>(&self) -> Node<'a> {
+        let mut port = crate::json::Map::new();
         let first = self.ports.as_ref().and_then(|p| p.get(0));
         for key in ["name", "protocol"] {
             if let Some(v) = first.and_then(|p| p.get(key)) {
-                port.insert(key.to_string(), v.clone());
+                port.insert(key, Node::from_json(v.clone()));
             }
         }
-        port.insert("containerPort".to_string(), json!(self.port));
-        json!([port])
+        port.insert("containerPort", Node::Number(self.port.into()));
+        Node::Array(vec![Node::Object(port)])
     }
 }
 

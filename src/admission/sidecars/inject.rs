@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::handover::{self, Handover};
-use super::{Params, Template, params};
+use super::{Params, Template};
 use crate::admission::ksvc;
 use crate::json::Node;
 use crate::json::edit::Editor;
@@ -256,23 +256,20 @@ fn add_missing(
     params: &Params,
     handover: Option<&Handover>,
 ) {
-    let (items, holes) = match kind {
-        Kind::Container => (&t.containers, &t.container_holes),
-        Kind::Volume => (&t.volumes, &t.volume_holes),
+    let (names, items) = match kind {
+        Kind::Container => (&t.container_names, &t.container_items),
+        Kind::Volume => (&t.volume_names, &t.volume_items),
     };
-    for (item, holes) in items.iter().zip(holes) {
-        let name = item
-            .get("name")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default();
+    for (name, item) in names.iter().zip(items) {
         if position(ed.doc(), kind.path(), name).is_none() {
-            let mut filled = params::fill(item, holes, params);
+            let mut filled = item.fill(params);
             if let Some(h) = handover
-                .filter(|h| kind == Kind::Container && h.template == t.name && h.container == name)
+                .filter(|h| kind == Kind::Container && h.template == t.name && h.container == *name)
+                && let Some(container) = filled.as_object_mut()
             {
-                filled["ports"] = h.serving_ports();
+                container.insert("ports", h.serving_ports());
             }
-            ed.push(kind.path(), Node::from_json(filled));
+            ed.push(kind.path(), filled);
         }
     }
 }

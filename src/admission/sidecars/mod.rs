@@ -120,18 +120,19 @@ pub struct Template {
     pub container_names: Vec<String>,
     /// The volume names, in order.
     pub volume_names: Vec<String>,
-    /// Where each container's placeholders are (parallel to `containers`).
-    container_holes: Vec<Vec<Vec<params::Step>>>,
-    /// Where each volume's placeholders are (parallel to `volumes`).
-    volume_holes: Vec<Vec<Vec<params::Step>>>,
+    /// The containers ready to fill in and inject (parallel to `containers`).
+    container_items: Vec<params::Item>,
+    /// The volumes ready to fill in and inject (parallel to `volumes`).
+    volume_items: Vec<params::Item>,
 }
 
 impl Template {
     /// Whether any string holds a `{{ .Param }}` placeholder.
     pub fn parameterised(&self) -> bool {
-        [&self.container_holes, &self.volume_holes]
+        self.container_items
             .iter()
-            .any(|holes| holes.iter().any(|h| !h.is_empty()))
+            .chain(&self.volume_items)
+            .any(params::Item::parameterised)
     }
 }
 
@@ -292,8 +293,8 @@ fn build(
         hash: json_sha(&body),
         container_names: containers.iter().map(name_of).collect(),
         volume_names: volumes.iter().map(name_of).collect(),
-        container_holes: containers.iter().map(params::holes).collect(),
-        volume_holes: volumes.iter().map(params::holes).collect(),
+        container_items: containers.iter().map(params::Item::new).collect(),
+        volume_items: volumes.iter().map(params::Item::new).collect(),
         containers,
         volumes,
     }

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::admission::ksvc;
+use crate::json::Node;
 
 /// The placeholders a template may use.
 pub const NAMES: [&str; 6] = [
@@ -150,53 +151,71 @@ pub enum Step {
     Index(usize),
 }
 
-/// Where the placeholders of a template item are: the paths of its strings holding `{{`.
-/// Found once at load, so filling an item in is a clone plus a few string replacements.
-pub fn holes(value: &Value) -> Vec<Vec<Step>> {
-    fn walk(value: &Value, at: &mut Vec<Step>, out: &mut Vec<Vec<Step>>) {
-        match value {
-            Value::String(s) if has_open(s) => out.push(at.clone()),
-            Value::Array(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    at.push(Step::Index(i));
-                    walk(item, at, out);
-                    at.pop();
-                }
-            }
-            Value::Object(map) => {
-                for (key, item) in map {
-                    at.push(Step::Key(key.clone()));
-                    walk(item, at, out);
-                    at.pop();
-                }
-            }
-            _ => {}
+/// A template item (a container or a volume) ready to inject: the value as a [`Node`], and the
+/// paths of its strings holding `{{`. Built once at load, so filling an item in is a clone plus a
+/// few string replacements.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    node: Node<'static>,
+    holes: Vec<Vec<Step>>,
+}
+
+impl Item {
+    pub fn new(value: &Value) -> Self {
+        let mut holes = Vec::new();
+        walk(value, &mut Vec::new(), &mut holes);
+        Self {
+            node: Node::from_json(value.clone()),
+            holes,
         }
     }
-    let mut out = Vec::new();
-    walk(value, &mut Vec::new(), &mut out);
-    out
+
+    /// Whether any string holds a placeholder.
+    pub fn parameterised(&self) -> bool {
+        !self.holes.is_empty()
+    }
+
+    /// The item with its placeholders filled from `params`.
+    pub fn fill<'a>(&self, params: &Params) -> Node<'a> {
+        let mut node: Node<'a> = self.node.clone();
+        for hole in &self.holes {
+            let slot = hole.iter().try_fold(&mut node, |node, step| match step {
+                Step::Key(key) => node.as_object_mut()?.get_mut(key),
+                Step::Index(i) => node.as_array_mut()?.get_mut(*i),
+            });
+            if let Some(Node::String(text)) = slot
+                && let Ok(Cow::Owned(filled)) = expand(text, |k| params.lookup(k))
+            {
+                *text = Cow::Owned(filled);
+            }
+        }
+        node
+    }
+}
+
+fn walk(value: &Value, at: &mut Vec<Step>, out: &mut Vec<Vec<Step>>) {
+    match value {
+        Value::String(s) if has_open(s) => out.push(at.clone()),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                at.push(Step::Index(i));
+                walk(item, at, out);
+                at.pop();
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                at.push(Step::Key(key.clone()));
+                walk(item, at, out);
+                at.pop();
+            }
+        }
+        _ => {}
+    }
 }
 
 fn has_open(text: &str) -> bool {
     text.contains("{{")
-}
-
-/// `item` with the strings at `holes` filled from `params`.
-pub fn fill(item: &Value, holes: &[Vec<Step>], params: &Params) -> Value {
-    let mut value = item.clone();
-    for hole in holes {
-        let slot = hole.iter().try_fold(&mut value, |node, step| match step {
-            Step::Key(key) => node.get_mut(key.as_str()),
-            Step::Index(i) => node.get_mut(*i),
-        });
-        if let Some(Value::String(text)) = slot
-            && let Ok(Cow::Owned(filled)) = expand(text, |k| params.lookup(k))
-        {
-            *text = filled;
-        }
-    }
-    value
 }
 
 #[cfg(test)]
@@ -216,9 +235,10 @@ mod tests {
         };
         let v = json!({"args": ["--tag={{ .Project }}/{{.Domain}}/{{ .AppName }}", "{{ .AppPort }}"],
                        "env": [{"value": "{{ .Name }}.{{ .Namespace }}"}]});
-        assert_eq!(holes(&v).len(), 3);
+        let item = Item::new(&v);
+        assert_eq!(item.holes.len(), 3);
         assert_eq!(
-            fill(&v, &holes(&v), &params),
+            item.fill(&params).to_json(),
             json!({"args": ["--tag=p/d/app", "8080"], "env": [{"value": "app-p-d.ns"}]})
         );
     }
@@ -248,7 +268,7 @@ mod tests {
     #[test]
     fn unmanaged_app_name_is_the_name() {
         let doc = json!({"metadata": {"name": "web"}});
-        let p = Params::of(&crate::json::Node::from_json(doc), "ns");
+        let p = Params::of(&Node::from_json(doc), "ns");
         assert_eq!((p.app_name.as_str(), p.project.as_str()), ("web", ""));
     }
 }
