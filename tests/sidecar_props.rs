@@ -83,8 +83,7 @@ fn decide(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
     );
     assert!(d.allowed, "{}", d.message());
     let mut replayed = object;
-    let patch: json_patch::Patch =
-        serde_json::from_value(serde_json::to_value(&d.ops).unwrap()).unwrap();
+    let patch: json_patch::Patch = serde_json::from_slice(&d.patch()).unwrap();
     json_patch::patch(&mut replayed, &patch).unwrap();
     assert_eq!(
         Some(&replayed),

@@ -67,8 +67,7 @@ fn admit(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
     let d = admission::decide(request(op, object.clone(), old), policy);
     if let Some(out) = d.object_json() {
         let mut replayed = object;
-        let patch: json_patch::Patch =
-            serde_json::from_value(serde_json::to_value(&d.ops).unwrap()).unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&d.patch()).unwrap();
         json_patch::patch(&mut replayed, &patch).unwrap();
         assert_eq!(replayed, out, "the patch reproduces the output");
     }

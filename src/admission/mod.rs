@@ -29,7 +29,7 @@ use base64::Engine as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::json::edit::{Editor, Op};
+use crate::json::edit::{self, Editor, Op};
 use crate::json::parse::{self, Skim};
 use crate::json::{self, Node};
 use mutate::{Settings, Target};
@@ -149,7 +149,7 @@ pub struct Decision<'a> {
     /// Why the request was rejected (empty when allowed).
     pub violations: Vec<Violation>,
     /// The edits, as JSON Patch operations (empty when nothing changes).
-    pub ops: Vec<Op<'a>>,
+    pub ops: Vec<Op>,
     pub warnings: Vec<String>,
     /// The object after the edits, when the request carried a KService that was allowed.
     pub object: Option<Node<'a>>,
@@ -158,6 +158,11 @@ pub struct Decision<'a> {
 }
 
 impl Decision<'_> {
+    /// The edits as an RFC 6902 JSON Patch document (`[]` when nothing changes).
+    pub fn patch(&self) -> Vec<u8> {
+        edit::patch_json(&self.ops)
+    }
+
     /// The edited object as a `serde_json::Value`, when there is one.
     pub fn object_json(&self) -> Option<Value> {
         self.object.as_ref().map(Node::to_json)
@@ -489,7 +494,7 @@ pub fn encode(uid: &str, decision: &Decision) -> Result<Vec<u8>, EncodeError> {
     }
     let patch = match decision.ops.is_empty() {
         true => None,
-        false => Some(serde_json::to_vec(&decision.ops)?),
+        false => Some(decision.patch()),
     };
     let mut out = Vec::with_capacity(160 + patch.as_ref().map_or(0, |p| p.len() * 4 / 3 + 4));
     response_head(&mut out, uid, decision.allowed);

@@ -9,33 +9,51 @@
 //! without ever copying it (the spec SHA is computed that way over the stripped object).
 
 use jsonptr::PointerBuf;
-use serde::ser::{SerializeStruct, Serializer};
 
 use crate::json::{Map, Node};
 
-/// One RFC 6902 operation, serialised as `{"op": …, "path": …, "value": …}`.
-#[derive(Debug, Clone)]
-pub enum Op<'a> {
-    Add { path: PointerBuf, value: Node<'a> },
-    Replace { path: PointerBuf, value: Node<'a> },
+/// One RFC 6902 operation; the value is kept as the JSON text to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Add { path: PointerBuf, value: String },
+    Replace { path: PointerBuf, value: String },
     Remove { path: PointerBuf },
 }
 
-impl serde::Serialize for Op<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let (op, path, value) = match self {
+impl Op {
+    fn text(value: &Node) -> String {
+        let mut out = Vec::new();
+        value.write_json(&mut out);
+        // Node::write_json writes UTF-8 only (str, escaped strings, ASCII).
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// `ops` as an RFC 6902 JSON Patch document.
+pub fn patch_json(ops: &[Op]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + ops.len() * 64);
+    out.push(b'[');
+    for (i, op) in ops.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let (name, path, value) = match op {
             Op::Add { path, value } => ("add", path, Some(value)),
             Op::Replace { path, value } => ("replace", path, Some(value)),
             Op::Remove { path } => ("remove", path, None),
         };
-        let mut out = s.serialize_struct("Op", 2 + usize::from(value.is_some()))?;
-        out.serialize_field("op", op)?;
-        out.serialize_field("path", path.as_str())?;
+        out.extend_from_slice(b"{\"op\":\"");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\",\"path\":");
+        let _ = serde_json::to_writer(&mut out, path.as_str());
         if let Some(value) = value {
-            out.serialize_field("value", value)?;
+            out.extend_from_slice(b",\"value\":");
+            out.extend_from_slice(value.as_bytes());
         }
-        out.end()
+        out.push(b'}');
     }
+    out.push(b']');
+    out
 }
 
 /// How to take one edit back.
@@ -73,7 +91,7 @@ enum Undo<'a> {
 /// Applies edits to `doc` and records each one as a JSON Patch operation.
 pub struct Editor<'d, 'a> {
     doc: &'d mut Node<'a>,
-    ops: Vec<Op<'a>>,
+    ops: Vec<Op>,
     undo: Option<Vec<Undo<'a>>>,
 }
 
@@ -107,7 +125,7 @@ impl<'d, 'a> Editor<'d, 'a> {
     }
 
     /// The operations recorded so far, in order.
-    pub fn into_ops(self) -> Vec<Op<'a>> {
+    pub fn into_ops(self) -> Vec<Op> {
         self.ops
     }
 
@@ -186,7 +204,7 @@ impl<'d, 'a> Editor<'d, 'a> {
                             return;
                         }
                         let built = nest(&path[depth + 1..], value);
-                        let copy = recording.then(|| built.clone());
+                        let copy = recording.then(|| Op::text(&built));
                         let previous = map.insert((*token).to_string(), built);
                         if let Some(value) = copy {
                             self.ops.push(Op::Add {
@@ -213,7 +231,7 @@ impl<'d, 'a> Editor<'d, 'a> {
                     };
                     if last {
                         if items[slot] != value {
-                            let copy = recording.then(|| value.clone());
+                            let copy = recording.then(|| Op::text(&value));
                             let previous = std::mem::replace(&mut items[slot], value);
                             if let Some(value) = copy {
                                 self.ops.push(Op::Replace {
@@ -274,7 +292,7 @@ impl<'d, 'a> Editor<'d, 'a> {
     pub fn push(&mut self, path: &[&str], value: Node<'a>) {
         match get_mut(self.doc, path) {
             Some(Node::Array(items)) => {
-                let copy = self.undo.is_none().then(|| value.clone());
+                let copy = self.undo.is_none().then(|| Op::text(&value));
                 items.push(value);
                 if let Some(value) = copy {
                     let mut at = pointer(path);
@@ -341,7 +359,7 @@ mod tests {
         let mut node = Node::from_json(doc);
         let mut ed = Editor::new(&mut node);
         f(&mut ed);
-        let ops = serde_json::to_value(ed.into_ops()).unwrap();
+        let ops: Value = serde_json::from_slice(&patch_json(&ed.into_ops())).unwrap();
         let patch: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
         json_patch::patch(&mut replayed, &patch).unwrap();
         let doc = node.to_json();

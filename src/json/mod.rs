@@ -391,6 +391,40 @@ impl<'a> Node<'a> {
         }
     }
 
+    /// Append the value's JSON text to `out`: compact, members in their order, text the parser
+    /// kept raw copied as it came (never parsed again).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Node::Null => out.extend_from_slice(b"null"),
+            Node::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+            Node::Number(n) => write_serde(n, out),
+            Node::String(s) => write_serde(s.as_ref(), out),
+            Node::Array(items) => {
+                out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    item.write_json(out);
+                }
+                out.push(b']');
+            }
+            Node::Object(map) => {
+                out.push(b'{');
+                for (i, (key, value)) in map.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_serde(key, out);
+                    out.push(b':');
+                    value.write_json(out);
+                }
+                out.push(b'}');
+            }
+            Node::Raw { text, .. } => out.extend_from_slice(text.as_bytes()),
+        }
+    }
+
     /// The same tree owning all its strings and text.
     pub fn into_owned(self) -> Node<'static> {
         let owned = |s: Cow<'a, str>| Cow::Owned(s.into_owned());
@@ -418,6 +452,11 @@ impl<'a> Node<'a> {
             },
         }
     }
+}
+
+/// A string or a number as JSON (escaped by `serde_json`; writing into a `Vec` cannot fail).
+fn write_serde<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    let _ = serde_json::to_writer(out, value);
 }
 
 impl<'a> From<&'a str> for Node<'a> {
