@@ -118,7 +118,8 @@ pub fn inject(
     let sha = stripped_sha(ed)?;
     warnings.extend(sidecars::converge(ed, &target.sidecars, target.namespace));
     let pattern = endpoint_pattern(settings, target.identity, target.namespace);
-    if let Some(replaced) = upsert_endpoint_env(ed, &pattern) {
+    let handover = target.sidecars.handover.as_ref();
+    if let Some(replaced) = upsert_endpoint_env(ed, &pattern, handover) {
         warnings.push(format!(
             "{}: replaced {replaced:?} with {pattern:?}; the webhook owns this variable",
             keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN
@@ -180,10 +181,15 @@ fn set_annotation(ed: &mut Editor, key: &str, value: &str) {
     );
 }
 
-/// Upsert the endpoint env var in the serving container; returns a different value it replaced.
-fn upsert_endpoint_env(ed: &mut Editor, pattern: &str) -> Option<String> {
+/// Upsert the endpoint env var in the app's container (the one `handover` took the serving port
+/// from, if any); returns a different value it replaced.
+fn upsert_endpoint_env(
+    ed: &mut Editor,
+    pattern: &str,
+    handover: Option<&sidecars::Handover>,
+) -> Option<String> {
     let containers = ksvc::containers(ed.doc());
-    let index = sidecars::app_container(ed.doc())?;
+    let index = sidecars::app_container(ed.doc(), handover)?;
     let env = containers[index].get("env").and_then(Node::as_array);
     let matches: Vec<usize> = env
         .map(|env| {
@@ -253,9 +259,10 @@ pub fn strip(ed: &mut Editor) -> bool {
     record.is_ok() && sidecars_read
 }
 
+/// Runs after [`sidecars::strip`] gave the serving port back: the app's container serves again.
 fn remove_endpoint_env(ed: &mut Editor) {
     let containers = ksvc::containers(ed.doc());
-    let Some(index) = sidecars::app_container(ed.doc()) else {
+    let Some(index) = sidecars::app_container(ed.doc(), None) else {
         return;
     };
     let Some(env) = containers[index].get("env").and_then(Node::as_array) else {

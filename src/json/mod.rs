@@ -207,6 +207,22 @@ impl PartialEq for Node<'_> {
 }
 
 impl<'a> Node<'a> {
+    /// A value kept as its JSON text, which must be valid JSON: for a value the webhook writes
+    /// but never reads into, so it is copied and sent as it is. `at` names it for the panic of a
+    /// debug build when something reads into it after all.
+    pub fn raw(text: String, at: &str) -> Node<'static> {
+        #[cfg(not(debug_assertions))]
+        let _ = at;
+        Node::Raw {
+            text: Cow::Owned(text),
+            canonical: false,
+            #[cfg(debug_assertions)]
+            at: Skimmed::at(at.to_string()),
+            #[cfg(not(debug_assertions))]
+            at: Skimmed::default(),
+        }
+    }
+
     /// The member `key` of an object.
     ///
     /// This and the other accessors panic in a debug build on a value the parser kept as text

@@ -14,7 +14,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::inject::Status;
 use crate::admission::ksvc;
 use crate::json::Node;
 use crate::json::edit::Editor;
@@ -262,10 +261,10 @@ fn edited_probes(
         .collect()
 }
 
-/// The index of the app's own container: the one a recorded handover took the serving port
-/// from, else Knative's serving container (the one that declares a port, else the first).
-pub fn app_container(doc: &Node) -> Option<usize> {
-    let handover = Status::read(doc).ok().and_then(|s| s.handover);
+/// The index of the app's own container: the one `handover` (the one `doc` records, when it
+/// is the plan admission converged on) took the serving port from, else Knative's serving
+/// container (the one that declares a port, else the first).
+pub fn app_container(doc: &Node, handover: Option<&Handover>) -> Option<usize> {
     handover
         .and_then(|h| position(doc, &h.from))
         .or_else(|| ksvc::serving_container(ksvc::containers(doc)))

@@ -270,6 +270,14 @@ impl Catalogue {
     }
 }
 
+fn items(template: &str, list: &str, values: &[Value]) -> Vec<params::Item> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| params::Item::new(v, &format!("templates.{template}.{list}[{i}]")))
+        .collect()
+}
+
 fn build(
     name: &str,
     containers: Vec<Value>,
@@ -293,8 +301,8 @@ fn build(
         hash: json_sha(&body),
         container_names: containers.iter().map(name_of).collect(),
         volume_names: volumes.iter().map(name_of).collect(),
-        container_items: containers.iter().map(params::Item::new).collect(),
-        volume_items: volumes.iter().map(params::Item::new).collect(),
+        container_items: items(name, "containers", &containers),
+        volume_items: items(name, "volumes", &volumes),
         containers,
         volumes,
     }

@@ -151,9 +151,11 @@ pub enum Step {
     Index(usize),
 }
 
-/// A template item (a container or a volume) ready to inject: the value as a [`Node`], and the
-/// paths of its strings holding `{{`. Built once at load, so filling an item in is a clone plus a
-/// few string replacements.
+/// A template item (a container or a volume) ready to inject, built once at load: the value as
+/// a [`Node`] and the paths of its strings holding `{{`. Its name, and each member that holds a
+/// placeholder, are trees; every other member is kept as its JSON text (admission never reads
+/// into a sidecar's own fields), so filling an item in copies a few strings and the patch
+/// carries the text as it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {
     node: Node<'static>,
@@ -161,13 +163,28 @@ pub struct Item {
 }
 
 impl Item {
-    pub fn new(value: &Value) -> Self {
+    /// `value` ready to inject; `at` names it (`templates.auth-proxy.containers[0]`).
+    pub fn new(value: &Value, at: &str) -> Self {
         let mut holes = Vec::new();
         walk(value, &mut Vec::new(), &mut holes);
-        Self {
-            node: Node::from_json(value.clone()),
-            holes,
-        }
+        let node = match value.as_object() {
+            Some(members) => {
+                let mut map = crate::json::Map::new();
+                for (key, member) in members {
+                    let filled = holes
+                        .iter()
+                        .any(|h| h.first() == Some(&Step::Key(key.clone())));
+                    let node = match (key.as_str(), filled) {
+                        ("name", _) | (_, true) => Node::from_json(member.clone()),
+                        _ => Node::raw(member.to_string(), &format!("{at}.{key}")),
+                    };
+                    map.insert(key.clone(), node);
+                }
+                Node::Object(map)
+            }
+            None => Node::from_json(value.clone()),
+        };
+        Self { node, holes }
     }
 
     /// Whether any string holds a placeholder.
@@ -235,7 +252,7 @@ mod tests {
         };
         let v = json!({"args": ["--tag={{ .Project }}/{{.Domain}}/{{ .AppName }}", "{{ .AppPort }}"],
                        "env": [{"value": "{{ .Name }}.{{ .Namespace }}"}]});
-        let item = Item::new(&v);
+        let item = Item::new(&v, "templates.t.containers[0]");
         assert_eq!(item.holes.len(), 3);
         assert_eq!(
             item.fill(&params).to_json(),
