@@ -444,7 +444,7 @@ fn stop_and_start_through_the_label() {
         running["metadata"]["annotations"]["flyte.org/spec-sha"]
     );
     // Re-admitting the stopped object changes nothing (no new revision).
-    assert!(update(s.clone(), s.clone()).ops.is_empty());
+    assert!(update(s.clone(), s.clone()).patch.is_empty());
     // Start by setting "false", or by removing the label: both restore what the user had.
     for start in [stopped(&s, "false"), {
         let mut o = s.clone();
@@ -509,18 +509,22 @@ fn other_kinds_operations_and_subresources_pass_unchanged() {
         kind: "Pod".into(),
     });
     let d = admission::decide(req, &Policy::default());
-    assert!(d.allowed && d.ops.is_empty());
+    assert!(d.allowed && d.patch.is_empty());
 
     for op in ["DELETE", "CONNECT"] {
         let d = admission::decide(
             request(op, app(json!({"name": "Bad"})), None),
             &Policy::default(),
         );
-        assert!(d.allowed && d.ops.is_empty(), "{op}");
+        assert!(d.allowed && d.patch.is_empty(), "{op}");
     }
     let mut status = request("UPDATE", app(json!({"name": "Bad"})), None);
     status.sub_resource = Some("status".into());
-    assert!(admission::decide(status, &Policy::default()).ops.is_empty());
+    assert!(
+        admission::decide(status, &Policy::default())
+            .patch
+            .is_empty()
+    );
 
     let mut missing = request("CREATE", Value::Null, None);
     missing.object = None;
@@ -548,7 +552,7 @@ fn unknown_fields_survive_and_a_second_pass_is_empty() {
         true
     );
     let again = update(o.clone(), o.clone());
-    assert!(again.allowed && again.ops.is_empty() && again.warnings.is_empty());
+    assert!(again.allowed && again.patch.is_empty() && again.warnings.is_empty());
 }
 
 #[test]
@@ -622,7 +626,7 @@ fn a_spec_that_cannot_be_hashed_is_refused_never_given_a_wrong_sha() {
     };
     spec.insert("broken", broken);
     let d = admission::decide(req, &Policy::default());
-    assert!(!d.allowed && d.ops.is_empty());
+    assert!(!d.allowed && d.patch.is_empty());
     assert!(
         d.failure.as_deref().unwrap().contains("spec SHA"),
         "{:?}",

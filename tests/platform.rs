@@ -132,7 +132,7 @@ fn the_sha_changes_only_when_the_user_spec_does() {
     labelled["metadata"]["labels"]["owner"] = json!("alice");
     let d = decide(&p, "UPDATE", &labelled, Some(&stored), "alice");
     assert_eq!(out(&d)["metadata"]["annotations"][SHA], "platform-sha-1");
-    assert!(d.ops.is_empty(), "{:?}", d.ops);
+    assert!(d.patch.is_empty(), "{:?}", d.patch);
     // Even a write that drops the annotation gets the stored value back.
     let mut dropped = labelled.clone();
     dropped["metadata"]["annotations"]
@@ -235,7 +235,7 @@ fn start_after_a_one_write_stop_brings_back_the_running_app() {
         assert_eq!(stopped["metadata"]["annotations"][SHA], "platform-sha-1");
         // Re-admitting the stopped app changes nothing.
         let again = decide(&p, "UPDATE", &stopped, Some(&stopped), "alice");
-        assert!(again.ops.is_empty(), "{:?}", again.ops);
+        assert!(again.patch.is_empty(), "{:?}", again.patch);
         // The start: exactly the running template and labels again, and public.
         let started = out(&decide(
             &p,

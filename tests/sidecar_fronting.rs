@@ -73,7 +73,7 @@ fn admit(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
     let d = admission::decide(req, policy);
     if let Some(out) = d.object_json() {
         let mut replayed = object;
-        let patch: json_patch::Patch = serde_json::from_slice(&d.patch()).unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(d.patch.json()).unwrap();
         json_patch::patch(&mut replayed, &patch).unwrap();
         assert_eq!(replayed, out, "the patch reproduces the output");
     }
@@ -231,7 +231,7 @@ fn the_serving_port_is_handed_over_as_the_table_says() {
             "{name}"
         );
         // Re-admission changes nothing; uninject gives the original back; the SHA is blind.
-        assert!(admit("UPDATE", o.clone(), &p).ops.is_empty(), "{name}");
+        assert!(admit("UPDATE", o.clone(), &p).patch.is_empty(), "{name}");
         assert_eq!(uninject(o.clone()), original, "{name}");
         assert_eq!(
             mutate::user_spec(&o),
@@ -304,7 +304,7 @@ fn a_changed_fronting_template_is_upgraded_and_a_removed_one_gives_the_port_back
     assert_eq!(port_owners(&upgraded), ["auth-proxy"]);
     assert!(
         admit("UPDATE", upgraded.clone(), &policy(&moved, false))
-            .ops
+            .patch
             .is_empty()
     );
     // The template leaves the catalogue: the port goes back to the app.
@@ -339,7 +339,7 @@ fn a_port_the_user_declares_again_is_handed_over_again() {
             .contains("127.0.0.1:8081")
     );
     assert_eq!(status(&again).handover.unwrap().app_port, 8081);
-    assert!(admit("UPDATE", again, &p).ops.is_empty());
+    assert!(admit("UPDATE", again, &p).patch.is_empty());
 }
 
 #[test]

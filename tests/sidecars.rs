@@ -67,7 +67,7 @@ fn admit(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
     let d = admission::decide(request(op, object.clone(), old), policy);
     if let Some(out) = d.object_json() {
         let mut replayed = object;
-        let patch: json_patch::Patch = serde_json::from_slice(&d.patch()).unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(d.patch.json()).unwrap();
         json_patch::patch(&mut replayed, &patch).unwrap();
         assert_eq!(replayed, out, "the patch reproduces the output");
     }
@@ -259,12 +259,12 @@ fn readmitting_changes_nothing_and_keeps_knative_defaults() {
         &p,
     ));
     let again = admit("UPDATE", first.clone(), &p);
-    assert!(again.ops.is_empty(), "{:?}", again.ops);
+    assert!(again.patch.is_empty(), "{:?}", again.patch);
     // Knative's defaulting adds fields to every container; an unchanged template keeps them.
     let mut defaulted = first;
     defaulted["spec"]["template"]["spec"]["containers"][1]["resources"] = json!({});
     let again = admit("UPDATE", defaulted, &p);
-    assert!(again.ops.is_empty(), "{:?}", again.ops);
+    assert!(again.patch.is_empty(), "{:?}", again.patch);
 }
 
 #[test]
@@ -306,7 +306,7 @@ fn a_changed_template_replaces_its_old_copy_only() {
         s.templates[0].hash,
         v1.sidecars.get("shipper").unwrap().hash
     );
-    assert!(admit("UPDATE", upgraded, &v2).ops.is_empty());
+    assert!(admit("UPDATE", upgraded, &v2).patch.is_empty());
 }
 
 #[test]
@@ -378,7 +378,7 @@ fn a_generated_name_is_filled_in_once_known() {
     assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
     let updated = out(&d);
     assert_eq!(tags(&updated), "ns=apps,app=web-x7k2p,ksvc=web-x7k2p");
-    assert!(admit("UPDATE", updated, &p).ops.is_empty());
+    assert!(admit("UPDATE", updated, &p).patch.is_empty());
 }
 
 #[test]

@@ -29,7 +29,7 @@ use base64::Engine as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::json::edit::{self, Editor, Op};
+use crate::json::edit::{Editor, Patch};
 use crate::json::parse::{self, Skim};
 use crate::json::{self, Node};
 use mutate::{Settings, Target};
@@ -148,8 +148,8 @@ pub struct Decision<'a> {
     pub allowed: bool,
     /// Why the request was rejected (empty when allowed).
     pub violations: Vec<Violation>,
-    /// The edits, as JSON Patch operations (empty when nothing changes).
-    pub ops: Vec<Op>,
+    /// The edits (empty when nothing changes).
+    pub patch: Patch,
     pub warnings: Vec<String>,
     /// The object after the edits, when the request carried a KService that was allowed.
     pub object: Option<Node<'a>>,
@@ -158,11 +158,6 @@ pub struct Decision<'a> {
 }
 
 impl Decision<'_> {
-    /// The edits as an RFC 6902 JSON Patch document (`[]` when nothing changes).
-    pub fn patch(&self) -> Vec<u8> {
-        edit::patch_json(&self.ops)
-    }
-
     /// The edited object as a `serde_json::Value`, when there is one.
     pub fn object_json(&self) -> Option<Value> {
         self.object.as_ref().map(Node::to_json)
@@ -266,7 +261,7 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
         Ok(warnings) => warnings,
         Err(err) => return Decision::failed(format!("cannot compute the spec SHA: {err}")),
     };
-    let ops = ed.into_ops();
+    let patch = ed.into_patch();
     if let Some(app) = app_name.as_ref().filter(|a| a.hashed) {
         warnings.push(format!(
             "name hashed to {:?} to fit 63 characters: {{app_fqdn}}-based calls will not resolve this app by its app name",
@@ -276,7 +271,7 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
     Decision {
         allowed: true,
         violations: Vec::new(),
-        ops,
+        patch,
         warnings,
         object: Some(object),
         failure: None,
@@ -464,7 +459,7 @@ pub fn review_with(body: &[u8], policy: &Policy, reader: Reader) -> Result<Revie
         summary: Summary {
             name,
             allowed: decision.allowed,
-            patch_ops: decision.ops.len(),
+            patch_ops: decision.patch.len(),
             rejected_rules: decision.violations.iter().map(|v| v.rule).collect(),
             failure: decision.failure,
             ..summary_base
@@ -492,10 +487,7 @@ pub fn encode(uid: &str, decision: &Decision) -> Result<Vec<u8>, EncodeError> {
     if let Some(failure) = &decision.failure {
         return Ok(failure_response(uid, failure));
     }
-    let patch = match decision.ops.is_empty() {
-        true => None,
-        false => Some(decision.patch()),
-    };
+    let patch = (!decision.patch.is_empty()).then(|| decision.patch.json());
     let mut out = Vec::with_capacity(160 + patch.as_ref().map_or(0, |p| p.len() * 4 / 3 + 4));
     response_head(&mut out, uid, decision.allowed);
     if !decision.allowed {
@@ -507,7 +499,7 @@ pub fn encode(uid: &str, decision: &Decision) -> Result<Vec<u8>, EncodeError> {
         let engine = &base64::engine::general_purpose::STANDARD;
         let start = out.len();
         out.resize(start + patch.len().div_ceil(3) * 4, 0);
-        let written = engine.encode_slice(&patch, &mut out[start..])?;
+        let written = engine.encode_slice(patch, &mut out[start..])?;
         out.truncate(start + written);
         out.extend_from_slice(b"\",\"patchType\":\"JSONPatch\"");
     }

@@ -2,58 +2,74 @@
 //!
 //! Every change to an admitted object goes through an [`Editor`], so the patch sent to the API
 //! server is exactly the list of changes made — nothing is re-serialised, nothing the webhook does
-//! not own is touched, and an edit that changes nothing records nothing. An [`Op`] keeps its value
-//! as a [`Node`] (a copy that borrows the body's text where the document does), written straight
-//! into the response. A [`Editor::reversible`]
-//! editor also keeps what each edit replaced, so [`Editor::undo`] can put the document back
-//! without ever copying it (the spec SHA is computed that way over the stripped object).
+//! not own is touched, and an edit that changes nothing records nothing. The [`Patch`] is written
+//! as JSON text while the edits are made (a value the parser kept as text is copied as it came),
+//! so the response only has to base64-encode it. A [`Editor::reversible`] editor also keeps what
+//! each edit replaced, so [`Editor::undo`] can put the document back without ever copying it (the
+//! spec SHA is computed that way over the stripped object).
 
-use jsonptr::PointerBuf;
+use std::fmt;
 
 use crate::json::{Map, Node};
 
-/// One RFC 6902 operation; the value is kept as the JSON text to send.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
-    Add { path: PointerBuf, value: String },
-    Replace { path: PointerBuf, value: String },
-    Remove { path: PointerBuf },
+/// The edits an [`Editor`] made, as an RFC 6902 JSON Patch document.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Patch {
+    /// The document so far, always complete: `[]`, `[{…}]`, `[{…},{…}]`.
+    text: Vec<u8>,
+    ops: usize,
 }
 
-impl Op {
-    fn text(value: &Node) -> String {
-        let mut out = Vec::new();
-        value.write_json(&mut out);
-        // Node::write_json writes UTF-8 only (str, escaped strings, ASCII).
-        String::from_utf8(out).unwrap_or_default()
+impl Default for Patch {
+    fn default() -> Self {
+        Self {
+            text: b"[]".to_vec(),
+            ops: 0,
+        }
     }
 }
 
-/// `ops` as an RFC 6902 JSON Patch document.
-pub fn patch_json(ops: &[Op]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + ops.len() * 64);
-    out.push(b'[');
-    for (i, op) in ops.iter().enumerate() {
-        if i > 0 {
+impl Patch {
+    /// Whether no edit was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.ops == 0
+    }
+
+    /// How many operations it holds.
+    pub fn len(&self) -> usize {
+        self.ops
+    }
+
+    /// The JSON Patch document.
+    pub fn json(&self) -> &[u8] {
+        &self.text
+    }
+
+    /// Append `{"op":op,"path":path[,"value":value]}`.
+    fn record(&mut self, op: &str, path: &[&str], append: bool, value: Option<&Node>) {
+        let out = &mut self.text;
+        out.pop(); // the closing `]`
+        if self.ops > 0 {
             out.push(b',');
         }
-        let (name, path, value) = match op {
-            Op::Add { path, value } => ("add", path, Some(value)),
-            Op::Replace { path, value } => ("replace", path, Some(value)),
-            Op::Remove { path } => ("remove", path, None),
-        };
         out.extend_from_slice(b"{\"op\":\"");
-        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(op.as_bytes());
         out.extend_from_slice(b"\",\"path\":");
-        let _ = serde_json::to_writer(&mut out, path.as_str());
+        let _ = serde_json::to_writer(&mut *out, &pointer(path, append));
         if let Some(value) = value {
             out.extend_from_slice(b",\"value\":");
-            out.extend_from_slice(value.as_bytes());
+            value.write_json(out);
         }
-        out.push(b'}');
+        out.extend_from_slice(b"}]");
+        self.ops += 1;
     }
-    out.push(b']');
-    out
+}
+
+/// The patch as text, for test failures and logs.
+impl fmt::Debug for Patch {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.text))
+    }
 }
 
 /// How to take one edit back.
@@ -91,7 +107,7 @@ enum Undo<'a> {
 /// Applies edits to `doc` and records each one as a JSON Patch operation.
 pub struct Editor<'d, 'a> {
     doc: &'d mut Node<'a>,
-    ops: Vec<Op>,
+    patch: Patch,
     undo: Option<Vec<Undo<'a>>>,
 }
 
@@ -100,7 +116,7 @@ impl<'d, 'a> Editor<'d, 'a> {
     pub fn new(doc: &'d mut Node<'a>) -> Self {
         Self {
             doc,
-            ops: Vec::new(),
+            patch: Patch::default(),
             undo: None,
         }
     }
@@ -124,9 +140,9 @@ impl<'d, 'a> Editor<'d, 'a> {
         self.doc
     }
 
-    /// The operations recorded so far, in order.
-    pub fn into_ops(self) -> Vec<Op> {
-        self.ops
+    /// The operations recorded, in order.
+    pub fn into_patch(self) -> Patch {
+        self.patch
     }
 
     /// Take back every edit of a reversible editor, newest first.
@@ -204,14 +220,11 @@ impl<'d, 'a> Editor<'d, 'a> {
                             return;
                         }
                         let built = nest(&path[depth + 1..], value);
-                        let copy = recording.then(|| Op::text(&built));
-                        let previous = map.insert((*token).to_string(), built);
-                        if let Some(value) = copy {
-                            self.ops.push(Op::Add {
-                                path: pointer(&path[..=depth]),
-                                value,
-                            });
+                        if recording {
+                            self.patch
+                                .record("add", &path[..=depth], false, Some(&built));
                         }
+                        let previous = map.insert((*token).to_string(), built);
                         self.keep(|| Undo::MapKey {
                             parent: owned(&path[..depth]),
                             key: (*token).to_string(),
@@ -231,14 +244,10 @@ impl<'d, 'a> Editor<'d, 'a> {
                     };
                     if last {
                         if items[slot] != value {
-                            let copy = recording.then(|| Op::text(&value));
-                            let previous = std::mem::replace(&mut items[slot], value);
-                            if let Some(value) = copy {
-                                self.ops.push(Op::Replace {
-                                    path: pointer(path),
-                                    value,
-                                });
+                            if recording {
+                                self.patch.record("replace", path, false, Some(&value));
                             }
+                            let previous = std::mem::replace(&mut items[slot], value);
                             self.keep(|| Undo::ArraySet {
                                 parent: owned(&path[..depth]),
                                 index: slot,
@@ -280,9 +289,7 @@ impl<'d, 'a> Editor<'d, 'a> {
         };
         if let Some(undo) = undo {
             if self.undo.is_none() {
-                self.ops.push(Op::Remove {
-                    path: pointer(path),
-                });
+                self.patch.record("remove", path, false, None);
             }
             self.keep(|| undo);
         }
@@ -292,13 +299,10 @@ impl<'d, 'a> Editor<'d, 'a> {
     pub fn push(&mut self, path: &[&str], value: Node<'a>) {
         match get_mut(self.doc, path) {
             Some(Node::Array(items)) => {
-                let copy = self.undo.is_none().then(|| Op::text(&value));
-                items.push(value);
-                if let Some(value) = copy {
-                    let mut at = pointer(path);
-                    at.push_back("-");
-                    self.ops.push(Op::Add { path: at, value });
+                if self.undo.is_none() {
+                    self.patch.record("add", path, true, Some(&value));
                 }
+                items.push(value);
                 self.keep(|| Undo::ArrayPop {
                     parent: owned(path),
                 });
@@ -340,9 +344,24 @@ fn nest<'a>(tokens: &[&str], value: Node<'a>) -> Node<'a> {
     })
 }
 
-/// A JSON Pointer from unescaped tokens (`/` and `~` are escaped by jsonptr).
-pub fn pointer(path: &[&str]) -> PointerBuf {
-    PointerBuf::from_tokens(path.iter().copied())
+/// The RFC 6901 JSON Pointer of `path` (`~` written `~0`, `/` written `~1`), with `/-` (the end
+/// of an array) after it when `append`.
+fn pointer(path: &[&str], append: bool) -> String {
+    let mut out = String::with_capacity(path.iter().map(|t| t.len() + 1).sum::<usize>() + 2);
+    for token in path {
+        out.push('/');
+        for c in token.chars() {
+            match c {
+                '~' => out.push_str("~0"),
+                '/' => out.push_str("~1"),
+                c => out.push(c),
+            }
+        }
+    }
+    if append {
+        out.push_str("/-");
+    }
+    out
 }
 
 #[cfg(test)]
@@ -359,7 +378,7 @@ mod tests {
         let mut node = Node::from_json(doc);
         let mut ed = Editor::new(&mut node);
         f(&mut ed);
-        let ops: Value = serde_json::from_slice(&patch_json(&ed.into_ops())).unwrap();
+        let ops: Value = serde_json::from_slice(ed.into_patch().json()).unwrap();
         let patch: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
         json_patch::patch(&mut replayed, &patch).unwrap();
         let doc = node.to_json();

@@ -37,7 +37,7 @@ fn edit<E>(
     let mut node = Node::from_json(ksvc.take());
     let mut ed = Editor::new(&mut node);
     let outcome = edits(&mut ed);
-    let changed = outcome.is_ok() && !ed.into_ops().is_empty();
+    let changed = outcome.is_ok() && !ed.into_patch().is_empty();
     *ksvc = node.to_json();
     outcome.map(|()| changed)
 }
