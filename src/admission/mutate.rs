@@ -115,7 +115,8 @@ pub fn inject(
         target.restore,
         settings.allow_zero_initial_scale,
     );
-    let sha = stripped_sha(ed)?;
+    // The plan read the sidecar status (and refused an unreadable one) from this same object.
+    let sha = stripped_sha(ed, Some(&target.sidecars.previous))?;
     warnings.extend(sidecars::converge(ed, &target.sidecars, target.namespace));
     let pattern = endpoint_pattern(settings, target.identity, target.namespace);
     let handover = target.sidecars.handover.as_ref();
@@ -171,7 +172,7 @@ fn spec_sha_value(
 
 /// The spec SHA of `doc` as the user wrote it (the document is left as it was).
 pub fn user_spec_sha(doc: &mut Node) -> Result<String, crate::admission::spec_sha::Error> {
-    stripped_sha(&mut Editor::new(doc))
+    stripped_sha(&mut Editor::new(doc), None)
 }
 
 fn set_annotation(ed: &mut Editor, key: &str, value: &str) {
@@ -240,11 +241,22 @@ fn upsert_endpoint_env(
 /// the stop-restore record or the sidecar status is unreadable (then what it governs is left as
 /// it is).
 pub fn strip(ed: &mut Editor) -> bool {
+    strip_with(ed, None)
+}
+
+/// [`strip`], with the sidecar status already read from the object when it is `Some`.
+fn strip_with(ed: &mut Editor, sidecars: Option<&sidecars::Status>) -> bool {
     let record = stop::restore_record(ed.doc());
     if let Ok(Some(record)) = &record {
         stop::start(ed, record);
     }
-    let sidecars_read = sidecars::strip(ed);
+    let sidecars_read = match sidecars {
+        Some(status) => {
+            sidecars::strip_recorded(ed, status);
+            true
+        }
+        None => sidecars::strip(ed),
+    };
     remove_endpoint_env(ed);
     for key in [
         keys::ANNOTATION_SPEC_SHA,
@@ -292,9 +304,13 @@ fn remove_endpoint_env(ed: &mut Editor) {
 }
 
 /// The spec SHA of `ed`'s object as the user wrote it: stripped in place, hashed, put back.
-fn stripped_sha(ed: &mut Editor) -> Result<String, crate::admission::spec_sha::Error> {
+/// `sidecars` is its sidecar status when already read.
+fn stripped_sha(
+    ed: &mut Editor,
+    sidecars: Option<&sidecars::Status>,
+) -> Result<String, crate::admission::spec_sha::Error> {
     let mut scratch = ed.scratch();
-    strip(&mut scratch);
+    strip_with(&mut scratch, sidecars);
     let sha = spec_sha(scratch.doc().get("spec").unwrap_or(&Node::Null));
     scratch.undo();
     sha

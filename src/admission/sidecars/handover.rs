@@ -137,13 +137,20 @@ pub(super) fn env_ports(container: &Node) -> Vec<(usize, String)> {
         .enumerate()
         .filter_map(|(i, entry)| {
             if let Node::Raw { text, .. } = entry
-                && !text.contains(PORT_ENV)
+                && super::params::find(text, PORT_ENV).is_none()
             {
                 return None;
             }
-            let entry = entry.to_json();
-            (entry.get("name").and_then(Value::as_str) == Some(PORT_ENV)).then(|| {
-                let value = entry.get("value").and_then(Value::as_str);
+            let parsed;
+            let entry = match entry {
+                Node::Raw { .. } => {
+                    parsed = Node::from_json(entry.to_json());
+                    &parsed
+                }
+                entry => entry,
+            };
+            (entry.get("name").and_then(Node::as_str) == Some(PORT_ENV)).then(|| {
+                let value = entry.get("value").and_then(Node::as_str);
                 (i, value.unwrap_or_default().to_string())
             })
         })

@@ -330,6 +330,12 @@ pub fn strip(ed: &mut Editor) -> bool {
     let Ok(status) = Status::read(ed.doc()) else {
         return false;
     };
+    strip_recorded(ed, &status);
+    true
+}
+
+/// [`strip`] with `status`, the record the object carries, already read.
+pub fn strip_recorded(ed: &mut Editor, status: &Status) {
     if let Some(h) = &status.handover {
         handover::undo(ed, h);
     }
@@ -345,5 +351,4 @@ pub fn strip(ed: &mut Editor) -> bool {
         }
     }
     ed.remove(&[ksvc::ANNOTATIONS, &[keys::ANNOTATION_SIDECAR_STATUS]].concat());
-    true
 }

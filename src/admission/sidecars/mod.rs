@@ -44,7 +44,7 @@ use sha2::{Digest, Sha256};
 use crate::admission::spec_sha::{canonical_json, json_sha};
 
 pub use handover::{Fronts, Handover, Knative, ProbePort, app_container};
-pub use inject::{Injected, Plan, Status, converge, strip};
+pub use inject::{Injected, Plan, Status, converge, strip, strip_recorded};
 pub use params::Params;
 pub use select::plan;
 
@@ -270,6 +270,7 @@ impl Catalogue {
     }
 }
 
+/// `values` (a template's containers or volumes) ready to inject, each named by its path.
 fn items(template: &str, list: &str, values: &[Value]) -> Vec<params::Item> {
     values
         .iter()

@@ -100,10 +100,10 @@ pub fn expand<'t, 'p>(
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(open) = rest.find("{{") {
+    while let Some(open) = find(rest, "{{") {
         out.push_str(&rest[..open]);
         let after = &rest[open + 2..];
-        let Some(close) = after.find("}}") else {
+        let Some(close) = find(after, "}}") else {
             return Err(format!(
                 "has an unterminated placeholder {:?}",
                 &rest[open..]
@@ -232,7 +232,16 @@ fn walk(value: &Value, at: &mut Vec<Step>, out: &mut Vec<Vec<Step>>) {
 }
 
 fn has_open(text: &str) -> bool {
-    text.contains("{{")
+    find(text, "{{").is_some()
+}
+
+/// Where `needle` starts in `text`: its first byte found with `memchr`, the rest compared.
+/// The strings searched are short (a template's, an env entry), and `str::find` or
+/// `memmem::find` set up a searcher per call that costs more than such a scan.
+pub(super) fn find(text: &str, needle: &str) -> Option<usize> {
+    let (bytes, wanted) = (text.as_bytes(), needle.as_bytes());
+    let first = *wanted.first()?;
+    memchr::memchr_iter(first, bytes).find(|&at| bytes[at..].starts_with(wanted))
 }
 
 #[cfg(test)]
