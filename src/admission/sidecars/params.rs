@@ -95,6 +95,15 @@ pub fn expand<'t, 'p>(
     text: &'t str,
     lookup: impl Fn(&str) -> Option<&'p str>,
 ) -> Result<Cow<'t, str>, String> {
+    expand_with(text, lookup, String::push_str)
+}
+
+/// [`expand`], each value written into the result by `push`.
+fn expand_with<'t, 'p>(
+    text: &'t str,
+    lookup: impl Fn(&str) -> Option<&'p str>,
+    push: impl Fn(&mut String, &str),
+) -> Result<Cow<'t, str>, String> {
     if !has_open(text) {
         return Ok(Cow::Borrowed(text));
     }
@@ -111,7 +120,7 @@ pub fn expand<'t, 'p>(
         };
         let key = after[..close].trim();
         match lookup(key) {
-            Some(value) => out.push_str(value),
+            Some(value) => push(&mut out, value),
             None => {
                 return Err(format!(
                     "uses the unknown placeholder {{{{ {key} }}}}; use one of {}",
@@ -151,50 +160,78 @@ pub enum Step {
     Index(usize),
 }
 
-/// A template item (a container or a volume) ready to inject, built once at load: the value as
-/// a [`Node`] and the paths of its strings holding `{{`. Its name, and each member that holds a
-/// placeholder, are trees; every other member is kept as its JSON text (admission never reads
-/// into a sidecar's own fields), so filling an item in copies a few strings and the patch
-/// carries the text as it is.
+/// A template item (a container or a volume) ready to inject, built once at load. It is an
+/// object whose `name` is a string and whose other members are kept as their JSON text:
+/// admission never reads into a sidecar's own fields, so filling an item in copies a few strings
+/// and the patch carries the text as it is. The placeholders of a member are filled into its
+/// text (each value escaped for JSON); a member with a placeholder-like key, which that would
+/// also fill, stays a tree whose strings are filled one by one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {
     node: Node<'static>,
+    /// The members whose text holds placeholders.
+    texts: Vec<String>,
+    /// The paths of the placeholder strings inside members kept as trees.
     holes: Vec<Vec<Step>>,
 }
 
 impl Item {
-    /// `value` ready to inject; `at` names it (`templates.auth-proxy.containers[0]`).
+    /// `value` ready to inject; `at` names it (`templates.auth-proxy.containers[0]`). The
+    /// catalogue refuses an item that is not an object; one is kept as a tree, as it came.
     pub fn new(value: &Value, at: &str) -> Self {
         let mut holes = Vec::new();
         walk(value, &mut Vec::new(), &mut holes);
-        let node = match value.as_object() {
-            Some(members) => {
-                let mut map = crate::json::Map::new();
-                for (key, member) in members {
-                    let filled = holes
-                        .iter()
-                        .any(|h| h.first() == Some(&Step::Key(key.clone())));
-                    let node = match (key.as_str(), filled) {
-                        ("name", _) | (_, true) => Node::from_json(member.clone()),
-                        _ => Node::raw(member.to_string(), &format!("{at}.{key}")),
-                    };
-                    map.insert(key.clone(), node);
-                }
-                Node::Object(map)
-            }
-            None => Node::from_json(value.clone()),
+        let Some(members) = value.as_object() else {
+            return Self {
+                node: Node::from_json(value.clone()),
+                texts: Vec::new(),
+                holes,
+            };
         };
-        Self { node, holes }
+        let mut map = crate::json::Map::new();
+        let mut texts = Vec::new();
+        let mut trees = Vec::new();
+        for (key, member) in members {
+            let key_step = Step::Key(key.clone());
+            let filled = holes.iter().any(|h| h.first() == Some(&key_step));
+            let node = if key == "name" || (filled && has_open_key(member)) {
+                trees.push(key_step);
+                Node::from_json(member.clone())
+            } else {
+                if filled {
+                    texts.push(key.clone());
+                }
+                Node::raw(member.to_string(), &format!("{at}.{key}"))
+            };
+            map.insert(key.clone(), node);
+        }
+        holes.retain(|h| h.first().is_some_and(|step| trees.contains(step)));
+        Self {
+            node: Node::Object(map),
+            texts,
+            holes,
+        }
     }
 
     /// Whether any string holds a placeholder.
     pub fn parameterised(&self) -> bool {
-        !self.holes.is_empty()
+        !self.texts.is_empty() || !self.holes.is_empty()
     }
 
     /// The item with its placeholders filled from `params`.
     pub fn fill<'a>(&self, params: &Params) -> Node<'a> {
         let mut node: Node<'a> = self.node.clone();
+        let Some(map) = node.as_object_mut() else {
+            return node;
+        };
+        for key in &self.texts {
+            if let Some(Node::Raw { text, .. }) = map.get_mut(key)
+                && let Ok(Cow::Owned(filled)) =
+                    expand_with(text, |k| params.lookup(k), push_json_escaped)
+            {
+                *text = Cow::Owned(filled);
+            }
+        }
         for hole in &self.holes {
             let slot = hole.iter().try_fold(&mut node, |node, step| match step {
                 Step::Key(key) => node.as_object_mut()?.get_mut(key),
@@ -207,6 +244,32 @@ impl Item {
             }
         }
         node
+    }
+}
+
+/// Whether a key inside `value` holds `{{` (filling its text would fill the key too).
+fn has_open_key(value: &Value) -> bool {
+    match value {
+        Value::Array(items) => items.iter().any(has_open_key),
+        Value::Object(map) => map.iter().any(|(k, v)| has_open(k) || has_open_key(v)),
+        _ => false,
+    }
+}
+
+/// `value` escaped as the inside of a JSON string, as `serde_json` writes it.
+fn push_json_escaped(out: &mut String, value: &str) {
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if c < ' ' => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
     }
 }
 
@@ -262,10 +325,32 @@ mod tests {
         let v = json!({"args": ["--tag={{ .Project }}/{{.Domain}}/{{ .AppName }}", "{{ .AppPort }}"],
                        "env": [{"value": "{{ .Name }}.{{ .Namespace }}"}]});
         let item = Item::new(&v, "templates.t.containers[0]");
-        assert_eq!(item.holes.len(), 3);
+        assert_eq!((item.texts.len(), item.holes.len()), (2, 0));
+        assert!(item.parameterised());
         assert_eq!(
             item.fill(&params).to_json(),
             json!({"args": ["--tag=p/d/app", "8080"], "env": [{"value": "app-p-d.ns"}]})
+        );
+    }
+
+    #[test]
+    fn filled_text_escapes_values_and_keys_are_never_filled() {
+        let params = Params {
+            namespace: "ns".into(),
+            name: "we\"ird\\name\n".into(),
+            app_port: "8080".into(),
+            ..Params::default()
+        };
+        let v = json!({"name": "proxy",
+                       "args": ["--name={{ .Name }}", "--up=127.0.0.1:{{ .AppPort }}"],
+                       "csi": {"volumeAttributes": {"{{ .Name }}": "{{ .Namespace }}"}}});
+        let item = Item::new(&v, "templates.t.containers[0]");
+        assert_eq!(item.texts, ["args"]);
+        assert_eq!(
+            item.fill(&params).to_json(),
+            json!({"name": "proxy",
+                   "args": ["--name=we\"ird\\name\n", "--up=127.0.0.1:8080"],
+                   "csi": {"volumeAttributes": {"{{ .Name }}": "ns"}}})
         );
     }
 
