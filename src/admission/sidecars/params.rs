@@ -73,8 +73,10 @@ impl Params {
             &self.project,
             &self.domain,
             &self.app_name,
-        ];
-        crate::admission::spec_sha::json_sha(&serde_json::json!(values))
+        ]
+        .map(|v| Node::from(v.as_str()));
+        // Hashing fails only on raw text that does not parse, and these are strings.
+        crate::admission::spec_sha::spec_sha(&Node::Array(values.into())).unwrap_or_default()
     }
 
     fn lookup(&self, key: &str) -> Option<&str> {
@@ -352,6 +354,20 @@ mod tests {
                    "args": ["--name=we\"ird\\name\n", "--up=127.0.0.1:8080"],
                    "csi": {"volumeAttributes": {"{{ .Name }}": "ns"}}})
         );
+    }
+
+    #[test]
+    fn the_digest_is_the_canonical_hash_of_the_values() {
+        let params = Params {
+            namespace: "ns".into(),
+            name: "a\"b\u{1}".into(),
+            project: "p".into(),
+            domain: "d".into(),
+            app_name: "ünï".into(),
+            app_port: "8080".into(),
+        };
+        let values = json!(["ns", "a\"b\u{1}", "p", "d", "ünï"]);
+        assert_eq!(params.digest(), crate::admission::spec_sha::json_sha(&values));
     }
 
     #[test]
