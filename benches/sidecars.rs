@@ -101,10 +101,12 @@ fn bench(c: &mut Criterion) {
     assert!(fronted.allowed, "{}", fronted.message());
     let fronted_readmit_body = review_body("UPDATE", &fronted.object_json().unwrap());
     eprintln!(
-        "review bodies: no sidecar {} B, two sidecars {} B, re-admission {} B",
+        "review bodies: no sidecar {} B, two sidecars {} B, re-admission {} B, fronted \
+         re-admission {} B",
         plain_body.len(),
         two_body.len(),
-        readmit_body.len()
+        readmit_body.len(),
+        fronted_readmit_body.len()
     );
     let mut g = c.benchmark_group("review_2kb");
     g.bench_function("no_sidecars", |b| {

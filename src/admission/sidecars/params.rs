@@ -367,7 +367,10 @@ mod tests {
             app_port: "8080".into(),
         };
         let values = json!(["ns", "a\"b\u{1}", "p", "d", "ünï"]);
-        assert_eq!(params.digest(), crate::admission::spec_sha::json_sha(&values));
+        assert_eq!(
+            params.digest(),
+            crate::admission::spec_sha::json_sha(&values)
+        );
     }
 
     #[test]
