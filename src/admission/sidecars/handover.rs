@@ -268,9 +268,9 @@ fn edited_probes(
         .collect()
 }
 
-/// The index of the app's own container: the one `handover` (the one `doc` records, when it
-/// is the plan admission converged on) took the serving port from, else Knative's serving
-/// container (the one that declares a port, else the first).
+/// The index of the app's own container: the one `handover` (the handover admission converged
+/// on, if any) took the serving port from, else Knative's serving container (the one that
+/// declares a port, else the first).
 pub fn app_container(doc: &Node, handover: Option<&Handover>) -> Option<usize> {
     handover
         .and_then(|h| position(doc, &h.from))
