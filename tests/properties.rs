@@ -220,6 +220,20 @@ fn server_and_reference(body: &[u8]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Found by the fuzz target: a `userInfo` of the wrong shape was refused by the fast reader
+/// with a line and column counted from the start of `userInfo`.
+#[test]
+fn a_malformed_user_info_is_refused_in_the_same_words_by_both_readers() {
+    let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","operation":"UPDATE","userInfo":{   "username": {"a": 1}}}}"#;
+    let server = admission::review(body, &Policy::default()).unwrap_err();
+    assert_eq!(
+        server.to_string(),
+        "body is not an admission.k8s.io/v1 AdmissionReview: request.userInfo: invalid type: map, \
+         expected a string"
+    );
+    server_and_reference(body).unwrap();
+}
+
 fn admit(op: &str, object: &Value, old: Option<&Value>) -> Decision<'static> {
     let d = admission::decide(
         request(op, object.clone(), old.cloned()),

@@ -416,11 +416,15 @@ pub fn decode_with(body: &[u8], reader: Reader) -> Result<Request<'_>, ReviewErr
     })
 }
 
-/// `request.userInfo`: small, so read with serde from the text the parser left raw.
+/// `request.userInfo`: small, so read with serde from the text the parser left raw. A value
+/// that does not fit is described as `serde_json` describes it as a tree, with no line and
+/// column (they would count from the start of `userInfo`, not of the body), so both readers
+/// refuse it in the same words.
 fn user_info(node: Option<&Node>) -> Result<UserInfo, ReviewError> {
     let read = match node {
         None | Some(Node::Null) => return Ok(UserInfo::default()),
-        Some(Node::Raw { text, .. }) => serde_json::from_str(text),
+        Some(Node::Raw { text, .. }) => serde_json::from_str(text)
+            .or_else(|_| serde_json::from_value(serde_json::from_str::<Value>(text)?)),
         Some(node) => serde_json::from_value(node.to_json()),
     };
     read.map_err(|e| ReviewError::Decode(format!("request.userInfo: {e}")))
