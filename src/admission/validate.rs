@@ -31,7 +31,8 @@ impl fmt::Display for Violation {
     }
 }
 
-fn violation(
+/// A violation of `rule` at `path`: what is wrong, and how to fix it.
+pub(crate) fn violation(
     rule: &'static str,
     path: impl Into<String>,
     problem: impl Into<String>,

@@ -14,7 +14,7 @@ use super::handover::{
 };
 use super::inject::{Kind, Status};
 use crate::admission::ksvc;
-use crate::admission::validate::Violation;
+use crate::admission::validate::{Violation, violation};
 use crate::json::Node;
 use crate::keys;
 
@@ -35,15 +35,6 @@ pub(super) struct UserView {
     probes: Vec<(&'static str, Value)>,
     /// Whether the user set `PORT` in it.
     sets_port: bool,
-}
-
-fn violation(rule: &'static str, path: String, problem: String, fix: String) -> Violation {
-    Violation {
-        rule,
-        path,
-        problem,
-        fix,
-    }
 }
 
 fn at(index: usize) -> String {
@@ -68,10 +59,9 @@ pub(super) fn user_view(doc: &Node, previous: &Status) -> Result<UserView, Viola
         ([], None, _) => {
             return Err(violation(
                 "sidecar-fronting-port",
-                "spec.template.spec.containers".into(),
-                "declares no port, so it is not clear which of your containers serves".into(),
-                "add ports: [{containerPort: 8080}] (your app's port) to your serving container"
-                    .into(),
+                "spec.template.spec.containers",
+                "declares no port, so it is not clear which of your containers serves",
+                "add ports: [{containerPort: 8080}] (your app's port) to your serving container",
             ));
         }
         (many, _, _) => {
@@ -79,8 +69,8 @@ pub(super) fn user_view(doc: &Node, previous: &Status) -> Result<UserView, Viola
             return Err(violation(
                 "sidecar-fronting-port",
                 format!("{}.ports", names.join(", ")),
-                "more than one of your containers declares ports; Knative allows one".into(),
-                "declare the port in your serving container only".into(),
+                "more than one of your containers declares ports; Knative allows one",
+                "declare the port in your serving container only",
             ));
         }
     };
@@ -133,9 +123,8 @@ fn port_of(index: usize, ports: Option<&Value>) -> Result<(i32, String), Violati
             "sidecar-fronting-port",
             format!("{}.ports", at(index)),
             "is not one port with a containerPort from 1 to 65535, so it cannot be handed over \
-             to a fronting sidecar"
-                .into(),
-            "declare exactly one port, e.g. ports: [{containerPort: 8080}]".into(),
+             to a fronting sidecar",
+            "declare exactly one port, e.g. ports: [{containerPort: 8080}]",
         )),
     }
 }

@@ -15,17 +15,8 @@ use super::handover::{Handover, Knative};
 use super::inject::{Kind, Plan, Status};
 use super::{Catalogue, Template};
 use crate::admission::ksvc;
-use crate::admission::validate::Violation;
+use crate::admission::validate::{Violation, violation};
 use crate::keys;
-
-fn violation(rule: &'static str, path: String, problem: String, fix: String) -> Violation {
-    Violation {
-        rule,
-        path,
-        problem,
-        fix,
-    }
-}
 
 fn inject_path() -> String {
     format!("metadata.annotations[{}]", keys::ANNOTATION_SIDECAR_INJECT)
@@ -45,8 +36,7 @@ pub fn plan<'c>(
             format!("metadata.annotations[{}]", keys::ANNOTATION_SIDECAR_STATUS),
             format!("cannot be read ({err})"),
             "remove it together with the sidecar containers and volumes it listed; \
-             the webhook writes it"
-                .into(),
+             the webhook writes it",
         ));
         Status::default()
     });
@@ -126,7 +116,7 @@ fn fronting<'c>(selected: &[&'c Template], out: &mut Vec<Violation>) -> Option<&
                      your app's serving port",
                     names.join(" and ")
                 ),
-                "select at most one fronting template (\"none\" drops the defaults)".into(),
+                "select at most one fronting template (\"none\" drops the defaults)",
             ));
             None
         }
@@ -195,7 +185,7 @@ fn select<'c>(doc: &Node, catalogue: &'c Catalogue, out: &mut Vec<Violation>) ->
                 "names unknown sidecar template(s) {}; {have}",
                 unknown.join(", ")
             ),
-            "use names from the catalogue; \"none\" opts out of the defaults".into(),
+            "use names from the catalogue; \"none\" opts out of the defaults",
         ));
     }
     names.iter().filter_map(|n| catalogue.get(n)).collect()
@@ -278,8 +268,8 @@ fn serving_port(doc: &Node, selected: &[&Template], previous: &Status, out: &mut
     {
         out.push(violation(
             "sidecar-port",
-            "spec.template.spec.containers".into(),
-            "declares no port; with sidecars Knative needs the serving container's port".into(),
+            "spec.template.spec.containers",
+            "declares no port; with sidecars Knative needs the serving container's port",
             format!(
                 "add ports: [{{containerPort: 8080}}] (your app's port) to your container, or opt \
                  out of sidecars with {}: \"none\"",
