@@ -122,13 +122,8 @@ fn is_revision_delete(req: &Request) -> bool {
 pub fn review(body: &[u8], owner: impl Fn(&str, &str) -> Owner) -> Result<Reviewed, ReviewError> {
     let request = admission::decode(body)?;
     let summary = Summary {
-        uid: request.uid.clone(),
-        operation: request.operation.clone(),
-        namespace: request.namespace.clone().unwrap_or_default(),
-        name: request.name.clone().unwrap_or_default(),
-        dry_run: request.dry_run.unwrap_or(false),
         allowed: true,
-        ..Summary::default()
+        ..Summary::of(&request)
     };
     let verdict = match is_revision_delete(&request) {
         true => decide_request(&request, &owner),

@@ -314,6 +314,20 @@ pub struct Summary {
     pub failure: Option<String>,
 }
 
+impl Summary {
+    /// What `request` says of itself, before any decision.
+    pub fn of(request: &Request) -> Self {
+        Self {
+            uid: request.uid.clone(),
+            operation: request.operation.clone(),
+            namespace: request.namespace.clone().unwrap_or_default(),
+            name: request.name.clone().unwrap_or_default(),
+            dry_run: request.dry_run.unwrap_or(false),
+            ..Self::default()
+        }
+    }
+}
+
 /// A body that is not an AdmissionReview: the server answers 400.
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
@@ -438,14 +452,7 @@ pub fn review(body: &[u8], policy: &Policy) -> Result<Reviewed, ReviewError> {
 /// [`review`] with the reader given.
 pub fn review_with(body: &[u8], policy: &Policy, reader: Reader) -> Result<Reviewed, ReviewError> {
     let request = decode_with(body, reader)?;
-    let summary_base = Summary {
-        uid: request.uid.clone(),
-        operation: request.operation.clone(),
-        namespace: request.namespace.clone().unwrap_or_default(),
-        name: request.name.clone().unwrap_or_default(),
-        dry_run: request.dry_run.unwrap_or(false),
-        ..Summary::default()
-    };
+    let summary_base = Summary::of(&request);
     let mut decision = decide(request, policy);
     let body = match encode(&summary_base.uid, &decision) {
         Ok(body) => body,
