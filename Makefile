@@ -48,7 +48,7 @@ clippy:
 unit:
 	$(CARGO) test --all-targets
 
-# Render the kustomize base and the cert-manager overlay, and validate every object against the
+# Render the kustomize base, the cert-manager and network-policy overlays, and validate every object against the
 # Kubernetes OpenAPI schema (kubernetes-validate). cert-manager's CRDs have no schema there: they
 # are reported as skipped. tests/manifests.rs checks the content.
 MANIFESTS_OUT ?= target/manifests
@@ -69,11 +69,14 @@ manifests-check: $(VENV)/.installed
 	@mkdir -p $(MANIFESTS_OUT)
 	$(KUBECTL) kustomize manifests > $(MANIFESTS_OUT)/base.yaml
 	$(KUBECTL) kustomize manifests/overlays/cert-manager > $(MANIFESTS_OUT)/cert-manager.yaml
+	$(KUBECTL) kustomize manifests/overlays/network-policy > $(MANIFESTS_OUT)/network-policy.yaml
 	$(VALIDATE) --strict $(MANIFESTS_OUT)/base.yaml 2>&1 | tee $(MANIFESTS_OUT)/base.log
 	@! grep -E '^(WARN|ERROR)' $(MANIFESTS_OUT)/base.log
 	$(VALIDATE) --strict $(MANIFESTS_OUT)/cert-manager.yaml 2>&1 | tee $(MANIFESTS_OUT)/cert-manager.log
 	@! grep -E '^ERROR' $(MANIFESTS_OUT)/cert-manager.log
 	@! grep -E '^WARN' $(MANIFESTS_OUT)/cert-manager.log | grep -v 'api version cert-manager.io/v1 '
+	$(VALIDATE) --strict $(MANIFESTS_OUT)/network-policy.yaml 2>&1 | tee $(MANIFESTS_OUT)/network-policy.log
+	@! grep -E '^(WARN|ERROR)' $(MANIFESTS_OUT)/network-policy.log
 	$(VENV)/bin/python .ci/validate_crd.py $(KNATIVE_CRD) 'examples/*.yaml'
 
 # The container image (needs a docker engine; there is none on the CI machine).

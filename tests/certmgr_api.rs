@@ -540,11 +540,16 @@ async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
     let api = FakeApi::default().with_config();
     let dir = tempfile::tempdir().unwrap();
     let (_tx, leader) = tokio::sync::watch::channel(true);
-    let handle =
-        ksvc_webhook::certmgr::start(api.client(), &args(), leader.clone(), dir.path().into())
-            .await
-            .unwrap()
-            .unwrap();
+    let handle = ksvc_webhook::certmgr::start(
+        api.client(),
+        &args(),
+        leader.clone(),
+        dir.path().into(),
+        Default::default(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(read(dir.path(), "tls.crt"), api.data().serving.cert_pem);
     assert_eq!(api.bundles()[0], api.data().bundle());
     handle.abort();
@@ -554,9 +559,15 @@ async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
         ..args()
     };
     let empty = tempfile::tempdir().unwrap();
-    let none = ksvc_webhook::certmgr::start(api.client(), &off, leader, empty.path().into())
-        .await
-        .unwrap();
+    let none = ksvc_webhook::certmgr::start(
+        api.client(),
+        &off,
+        leader,
+        empty.path().into(),
+        Default::default(),
+    )
+    .await
+    .unwrap();
     assert!(none.is_none());
     assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
 }
@@ -610,7 +621,7 @@ fn a_leadership_change_during_a_bootstrap_retry_does_not_hang_the_start() {
                 tx.send_replace(true);
                 std::future::pending::<()>().await
             });
-            ksvc_webhook::certmgr::start(fake.client(), &args(), leader, path)
+            ksvc_webhook::certmgr::start(fake.client(), &args(), leader, path, Default::default())
                 .await
                 .map(|task| task.is_some())
         });
@@ -663,13 +674,27 @@ async fn the_leader_publishes_the_bundle_to_the_revision_guard_too() {
 
 #[tokio::test]
 async fn a_missing_revision_guard_never_holds_up_the_certificates() {
-    // No guard configuration at all (an install without it): the round still succeeds.
+    // No guard configuration at all (an install without it): the round still succeeds, and the
+    // metrics say which configuration lacks the bundle.
     let api = FakeApi::default().with_config();
     let dir = tempfile::tempdir().unwrap();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = ksvc_webhook::certmgr::metrics::Metrics::register(&mut registry);
     let synced = Manager::new(api.client(), &args(), dir.path())
+        .with_metrics(metrics)
         .sync(t0(), true)
         .await
         .unwrap();
     assert!(synced.bundle_published);
     assert_eq!(api.bundles()[0], api.data().bundle());
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for line in [
+        r#"ksvc_webhook_cabundle_publications_total{config="webhook",result="patched"} 1"#,
+        r#"ksvc_webhook_cabundle_publications_total{config="revision-guard",result="missing"} 1"#,
+        r#"ksvc_webhook_cabundle_current{config="webhook"} 1"#,
+        r#"ksvc_webhook_cabundle_current{config="revision-guard"} 0"#,
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
 }

@@ -17,6 +17,7 @@ use clap::Parser;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -460,6 +461,76 @@ fn certificate_rbac_is_limited_to_its_own_objects_by_name() {
         from_field.field_ref.as_ref().unwrap().field_path,
         "metadata.namespace"
     );
+}
+
+#[test]
+fn the_lease_rbac_reaches_only_the_loops_own_lease() {
+    #[derive(Parser)]
+    struct Only {
+        #[command(flatten)]
+        watch: ksvc_webhook::watch::args::WatchArgs,
+    }
+    let lease = Only::try_parse_from(["serve"]).unwrap().watch.lease_name;
+    let m = Rendered::base();
+    let mut lease_rules = 0;
+    for (scope, rule) in m.rules("ksvc-webhook", "ksvc-system") {
+        if !rule.resources.iter().flatten().any(|r| r == "leases") {
+            continue;
+        }
+        lease_rules += 1;
+        assert_eq!(scope.as_deref(), Some("ksvc-system"), "{rule:?}");
+        // Only `create` may go without a name: the API server cannot authorize it by name.
+        if rule.verbs != ["create"] {
+            assert_eq!(
+                rule.resource_names.as_deref(),
+                Some(std::slice::from_ref(&lease)),
+                "{rule:?}"
+            );
+        }
+    }
+    assert_eq!(lease_rules, 2, "get/update by name, and create");
+}
+
+#[test]
+fn the_optional_network_policy_guards_the_webhook_port_of_its_pods() {
+    let Some(m) = Rendered::of("manifests/overlays/network-policy") else {
+        eprintln!("kubectl not found: network-policy overlay not rendered (skipped)");
+        return;
+    };
+    let deploy: Deployment = m.one("Deployment");
+    let pod_labels = deploy
+        .spec
+        .template
+        .metadata
+        .clone()
+        .unwrap()
+        .labels
+        .unwrap();
+    let policy: NetworkPolicy = m.one("NetworkPolicy");
+    assert_eq!(policy.metadata.namespace, deploy.metadata.namespace);
+    let spec = policy.spec.unwrap();
+    for (key, value) in spec.pod_selector.clone().unwrap().match_labels.unwrap() {
+        assert_eq!(
+            pod_labels.get(&key),
+            Some(&value),
+            "selects the webhook's pods"
+        );
+    }
+    assert_eq!(
+        spec.policy_types.as_deref(),
+        Some(&["Ingress".to_string()][..])
+    );
+    let ingress = spec.ingress.unwrap();
+    assert_eq!(ingress.len(), 1);
+    let ports = ingress[0].ports.clone().unwrap();
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0].port, Some(IntOrString::Int(SERVER_PORT)));
+    // The overlay patched the control plane's range over the documentation placeholder.
+    let from = ingress[0].from.clone().unwrap();
+    let cidr = from[0].ip_block.as_ref().unwrap().cidr.clone();
+    assert_eq!(cidr, "10.0.0.0/16");
+    // The base stays free of it: the policy needs the cluster's own range to be safe.
+    assert!(Rendered::base().all("NetworkPolicy").is_empty());
 }
 
 #[test]

@@ -12,6 +12,7 @@
 pub mod args;
 pub mod files;
 pub mod issue;
+pub mod metrics;
 pub mod pki;
 pub mod plan;
 pub mod shell;

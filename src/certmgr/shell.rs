@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::files::{self, File};
+use super::metrics::{self, Config, Published};
 use super::plan::{self, Plan, Policy};
 use super::state::{self, SecretData};
 use super::{CertArgs, Error, FILE_CA_CRT, FILE_TLS_CRT, FILE_TLS_KEY, Result, issue};
@@ -68,6 +69,7 @@ pub struct Manager {
     call_timeout: StdDuration,
     /// The API call started last, named in the error when the start-up budget cuts it short.
     last_call: Arc<Mutex<&'static str>>,
+    metrics: metrics::Metrics,
 }
 
 impl Manager {
@@ -87,7 +89,14 @@ impl Manager {
             cert_dir: cert_dir.into(),
             call_timeout: CALL_TIMEOUT,
             last_call: Arc::new(Mutex::new("no call yet")),
+            metrics: metrics::Metrics::default(),
         }
+    }
+
+    /// The same manager recording its bundle publications into `metrics`.
+    pub fn with_metrics(mut self, metrics: metrics::Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The same manager with other lifetimes and thresholds.
@@ -107,7 +116,12 @@ impl Manager {
                 let bundle = data.bundle();
                 let published = self
                     .publish(&self.webhooks, &self.webhook_config, &bundle)
-                    .await?;
+                    .await;
+                self.metrics.observe(
+                    Config::Webhook,
+                    published.as_ref().map_or(Published::Failed, |p| *p),
+                );
+                let published = published? == Published::Patched;
                 published | self.publish_to_guard(&bundle).await
             }
             false => false,
@@ -216,17 +230,19 @@ impl Manager {
         let Some(name) = &self.guard_config else {
             return false;
         };
-        match self.publish(&self.guards, name, bundle).await {
+        let published = match self.publish(&self.guards, name, bundle).await {
             Ok(published) => published,
             Err(error) => {
                 warn!(config = %name, error = %error_chain(&error), "revision guard's CA bundle not published; retrying next round");
-                false
+                Published::Failed
             }
-        }
+        };
+        self.metrics.observe(Config::RevisionGuard, published);
+        published == Published::Patched
     }
 
     /// Patch `bundle` into every webhook of the configuration `name` where it differs.
-    async fn publish<K>(&self, configs: &Api<K>, name: &str, bundle: &[u8]) -> Result<bool>
+    async fn publish<K>(&self, configs: &Api<K>, name: &str, bundle: &[u8]) -> Result<Published>
     where
         K: kube::Resource + state::WebhookConfig + Clone + serde::de::DeserializeOwned,
         K: std::fmt::Debug,
@@ -239,10 +255,10 @@ impl Manager {
                 .map_err(|source| api("get webhook configuration", source))?;
             let Some(config) = config else {
                 warn!(config = %name, "webhook configuration not found; CA bundle not published");
-                return Ok(false);
+                return Ok(Published::Missing);
             };
             let Some(ops) = state::bundle_patch(&config, bundle) else {
-                return Ok(false);
+                return Ok(Published::Current);
             };
             let patch: json_patch::Patch =
                 serde_json::from_value(ops).map_err(|e| api(CALL, kube::Error::SerdeError(e)))?;
@@ -252,7 +268,7 @@ impl Manager {
             match self.timed(CALL, call).await? {
                 Ok(_) => {
                     info!(config = %name, "CA bundle published");
-                    return Ok(true);
+                    return Ok(Published::Patched);
                 }
                 // 422: the resourceVersion test failed; 409: a conflicting write. Re-read.
                 Err(kube::Error::Api(status)) if matches!(status.code, 409 | 422) => continue,
@@ -398,12 +414,13 @@ pub async fn start(
     args: &CertArgs,
     leader: watch::Receiver<bool>,
     cert_dir: PathBuf,
+    metrics: metrics::Metrics,
 ) -> Result<Option<JoinHandle<()>>> {
     if args.self_managed_certs != Some(true) {
         info!("self-managed certificates off; serving the mounted certificate files");
         return Ok(None);
     }
-    let manager = Manager::new(client, args, cert_dir);
+    let manager = Manager::new(client, args, cert_dir).with_metrics(metrics);
     manager
         .bootstrap(&leader, args.cert_bootstrap_timeout)
         .await?;

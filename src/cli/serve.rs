@@ -106,7 +106,8 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
         let guard = apps::auth::metrics_guard(&args.watch, &args.status_api, &status_metrics);
         server.guard_metrics(guard);
     }
-    let certificates = manage_certificates(&args, &options, &watch).await?;
+    let cabundle_metrics = certmgr::metrics::Metrics::register(server.registry_mut());
+    let certificates = manage_certificates(&args, &options, &watch, cabundle_metrics).await?;
     let bound = server.bind().await?;
     tracing::info!(
         listen = %bound.local_addr()?,
@@ -135,6 +136,7 @@ async fn manage_certificates(
     args: &ServeArgs,
     options: &server::Options,
     watch: &watch::WatchHandle,
+    metrics: certmgr::metrics::Metrics,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     if args.certs.self_managed_certs != Some(true) {
         return Ok(None);
@@ -156,7 +158,7 @@ async fn manage_certificates(
         .cert
         .parent()
         .map_or_else(|| PathBuf::from("."), PathBuf::from);
-    let task = certmgr::start(client, &args.certs, leader, dir)
+    let task = certmgr::start(client, &args.certs, leader, dir, metrics)
         .await
         .context("cannot set up the self-managed certificates")?;
     Ok(task)
