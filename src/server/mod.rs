@@ -15,6 +15,7 @@
 pub mod catalogue;
 mod listen;
 pub mod metrics;
+pub mod process;
 pub mod readiness;
 pub mod routes;
 pub mod shutdown;
@@ -81,6 +82,7 @@ impl Server {
     pub fn new(options: Options, policy: Policy) -> Self {
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
+        registry.register_collector(Box::new(process::ProcessCollector));
         Self {
             options,
             policy: Arc::new(ArcSwap::from_pointee(policy)),
