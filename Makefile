@@ -1,7 +1,7 @@
 # The two commands: `make run` (the main job, no cluster needed) and `make test` (every check).
 CARGO ?= cargo
 
-.PHONY: run demo test fmt clippy unit bench bench-core bench-load manifests-check image certs
+.PHONY: run demo test fmt clippy unit bench bench-core bench-load manifests-check monitoring-check image certs
 
 BIN := ./target/release/ksvc-webhook
 
@@ -37,7 +37,7 @@ bench-core:
 bench-load:
 	./scripts/bench-load.sh
 
-test: fmt clippy manifests-check unit
+test: fmt clippy manifests-check monitoring-check unit
 
 fmt:
 	$(CARGO) fmt --all -- --check
@@ -78,6 +78,12 @@ manifests-check: $(VENV)/.installed
 	$(VALIDATE) --strict $(MANIFESTS_OUT)/network-policy.yaml 2>&1 | tee $(MANIFESTS_OUT)/network-policy.log
 	@! grep -E '^(WARN|ERROR)' $(MANIFESTS_OUT)/network-policy.log
 	$(VENV)/bin/python .ci/validate_crd.py $(KNATIVE_CRD) 'examples/*.yaml'
+
+# The alert rules of manifests/monitoring: `promtool check rules` and the alerts' unit tests
+# (`promtool test rules`). Skipped with a banner where promtool is missing (apt-get install
+# prometheus); under CI it must be there.
+monitoring-check: $(VENV)/.installed
+	PYTHON=$(VENV)/bin/python ./scripts/monitoring-check.sh
 
 # The container image (needs a docker engine; there is none on the CI machine).
 IMAGE ?= ksvc-webhook:0.1.0
