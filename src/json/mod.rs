@@ -24,3 +24,6 @@ pub mod parse;
 mod serde;
 
 pub use node::{Map, Node, Skimmed};
+
+#[cfg(test)]
+mod agreement_tests;
