@@ -14,9 +14,9 @@ use clap::{Args, ValueEnum};
 
 use super::policy::PolicyArgs;
 use crate::admission::writers::UserInfo;
-use crate::manifest_text::{self, Documents};
 use crate::json::Node;
 use crate::json::edit::Editor;
+use crate::manifest_text::{self, Documents};
 
 /// Read a file, or standard input for `-`.
 fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
