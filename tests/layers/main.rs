@@ -5,13 +5,14 @@
 //!   one way only, as kube-runtime's watcher → reflector → controller do.
 //!
 //! Every path counts wherever code writes it: `crate::a::b`, `super::b`, `self::b`, grouped and
-//! nested over several lines (`use crate::{a, b::{c, d}}`), in `use` lines and inline. A `super::`
-//! inside an inline `mod tests { … }` or a `#[path]` test file means the file under test. An item a
-//! folder's `mod.rs` re-exports (`pub use node::Node`) counts as an import of the file it comes
-//! from; `mod.rs` itself is the folder's front, not a node of its graph. Comments and string
-//! literals import nothing, except that a `crate::` path naming a layer above fails even in a doc
-//! comment. A failure names the file, the line and the path. `source.rs` reads the files,
-//! `graph.rs` draws the graph; the tests below run them on the tree and on planted sources.
+//! nested over several lines (`use crate::{a, b::{c, d}}`), in `use` lines and inline. Test code
+//! is part of the file it tests: a `super::` inside an inline `mod tests { … }` or a `#[path]`
+//! test file means that file, and its imports are that file's. An item a folder's `mod.rs`
+//! re-exports (`pub use node::Node`) counts as an import of the file it comes from; `mod.rs`
+//! itself is the folder's front, not a node of its graph. Comments and string literals import
+//! nothing, except that a `crate::` path naming a layer above fails even in a doc comment. A
+//! failure names the file, the line and the path. `source.rs` reads the files, `graph.rs` draws
+//! the graph; the tests below run them on the tree and on planted sources.
 
 #![allow(clippy::unwrap_used)] // a test: a missing folder is a broken checkout
 
