@@ -70,7 +70,9 @@ impl Rendered {
             }
             Err(_) => return None,
         };
-        let docs = ksvc_webhook::docs::parse(yaml.as_bytes()).unwrap().items;
+        let docs = ksvc_webhook::manifest_text::parse(yaml.as_bytes())
+            .unwrap()
+            .items;
         Some(Self(docs))
     }
 

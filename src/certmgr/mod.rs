@@ -27,7 +27,7 @@ pub use state::SecretData;
 use crate::cluster::rbac::ApiCall;
 pub use args::CertArgs;
 
-/// Every Kubernetes API call this module makes (see `manifests/rbac-certs.yaml`).
+/// Every Kubernetes API call this module makes (see `manifests/base/rbac-certs.yaml`).
 pub const API_CALLS: &[ApiCall] = &[
     ApiCall::new("", "secrets", "get"),
     ApiCall::new("", "secrets", "create"),

@@ -22,7 +22,6 @@ use crate::cluster::call::{self, Backoff, Updated};
 use clap::{Args, Subcommand};
 
 use crate::keys;
-use crate::watch::controller::record_of;
 use crate::watch::edit::{AppUpdate, set_stopped};
 use crate::watch::hub::AppRecord;
 use crate::watch::status::status_for;
@@ -146,7 +145,7 @@ async fn status(
         .await?
         .items;
         let now = Timestamp::now();
-        let record = record_of(&ksvc, status_for(&ksvc, &revs, &now.to_string()));
+        let record = AppRecord::of(&ksvc, status_for(&ksvc, &revs, &now.to_string()));
         return print(out, &record, age(&ksvc, now), output, true);
     }
     let (svc_store, svc_writer) = reflector::store::<KService>();
@@ -169,7 +168,7 @@ async fn status(
             .as_ref()
             .is_none_or(|l: &crate::watch::status::AppStatus| !l.same_state(&status))
         {
-            let record = record_of(&ksvc, status.clone());
+            let record = AppRecord::of(&ksvc, status.clone());
             print(out, &record, age(&ksvc, now), output, last.is_none())?;
             out.flush()?;
             last = Some(status);

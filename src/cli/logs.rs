@@ -12,9 +12,17 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use clap::ValueEnum;
 use tracing_subscriber::fmt::MakeWriter;
 
-use super::serve::LogFormat;
+/// How log lines are written (`serve --log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable text.
+    Plain,
+}
 
 /// How long a line may wait in the buffer.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(50);

@@ -14,9 +14,9 @@ use clap::{Args, ValueEnum};
 
 use super::policy::PolicyArgs;
 use crate::admission::writers::UserInfo;
-use crate::docs::{self, Documents};
 use crate::json::Node;
 use crate::json::edit::Editor;
+use crate::manifest_text::{self, Documents};
 
 /// Read a file, or standard input for `-`.
 fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
@@ -32,7 +32,7 @@ fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
 }
 
 fn read_docs(path: &Path) -> anyhow::Result<Documents> {
-    docs::parse(&read(path)?).with_context(|| format!("cannot parse {}", path.display()))
+    manifest_text::parse(&read(path)?).with_context(|| format!("cannot parse {}", path.display()))
 }
 
 fn write_out(text: &str) -> anyhow::Result<()> {
@@ -55,7 +55,7 @@ fn each_kservice(
         }
         return Ok(());
     }
-    if docs::is_kservice(doc) {
+    if manifest_text::is_kservice(doc) {
         f(doc)
     } else {
         Ok(())
@@ -116,7 +116,7 @@ pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
     if !rejections.is_empty() {
         bail!("{}", rejections.join("\n"));
     }
-    write_out(&docs::render(input.format, &input.items)?)
+    write_out(&manifest_text::render(input.format, &input.items)?)
 }
 
 fn display_name(obj: Option<&Node>) -> String {
@@ -152,7 +152,7 @@ pub fn uninject(args: &InputArgs) -> anyhow::Result<()> {
             Ok(())
         })?;
     }
-    write_out(&docs::render(input.format, &input.items)?)
+    write_out(&manifest_text::render(input.format, &input.items)?)
 }
 
 /// `name`: the deterministic KService name of an identity.

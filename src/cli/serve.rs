@@ -14,8 +14,9 @@ use crate::admission::Policy;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 
+use super::logs::LogFormat;
 use super::policy::PolicyArgs;
 use crate::apps::{self, args::StatusApiArgs};
 use crate::certmgr::CertArgs;
@@ -246,13 +247,4 @@ pub struct ServeArgs {
     pub certs: CertArgs,
     #[command(flatten)]
     pub status_api: StatusApiArgs,
-}
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// One JSON object per line.
-    Json,
-    /// Human-readable text.
-    Plain,
 }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 
-use super::controller::record_of;
 use super::hub::{AppKey, AppRecord};
 use super::plan::{Plan, plan};
 use super::status::status_for;
@@ -127,7 +126,7 @@ impl Cache {
     pub fn evaluate(&self, key: &AppKey, now: &str) -> Option<Evaluation> {
         let ksvc = self.service(key).filter(|k| k.is_managed())?;
         let revisions = self.revisions_of(key);
-        let record = record_of(&ksvc, status_for(&ksvc, &revisions, now));
+        let record = AppRecord::of(&ksvc, status_for(&ksvc, &revisions, now));
         let plan = plan(&ksvc, &revisions);
         Some(Evaluation {
             ksvc,

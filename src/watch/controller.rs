@@ -24,13 +24,12 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::cache::{Cache, Evaluation, service_key};
-use super::hub::{AppKey, AppRecord, Change, Hub};
+use super::hub::{AppKey, Change, Hub};
 use super::inflight::{Done, Writes};
 use super::metrics::Metrics;
 use super::view::{KService, Revision};
 use super::writes::{Job, Transition, Writer};
 use crate::cluster::call::Backoff;
-use crate::keys;
 use crate::report::error_chain;
 
 /// Server-side timeout of each watch request; the client's read timeout must exceed it.
@@ -277,19 +276,6 @@ fn on_revision(st: &mut State, ev: watcher::Event<Revision>) {
             st.relisted |= st.revisions_listed;
             st.revisions_listed = true;
         }
-    }
-}
-
-/// The record served for a Service.
-pub fn record_of(ksvc: &KService, status: super::status::AppStatus) -> AppRecord {
-    let label = |k: &str| ksvc.label(k).map(str::to_owned);
-    AppRecord {
-        namespace: ksvc.namespace().to_owned(),
-        name: ksvc.name().to_owned(),
-        project: label(keys::LABEL_PROJECT),
-        domain: label(keys::LABEL_DOMAIN),
-        app_name: label(keys::LABEL_APP_NAME),
-        status,
     }
 }
 

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use super::status::{AppStatus, Phase};
+use super::view::KService;
+use crate::keys;
 
 /// The queue length of one watch subscriber.
 pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 256;
@@ -34,6 +36,19 @@ pub struct AppRecord {
 }
 
 impl AppRecord {
+    /// The record served for a Service in this status.
+    pub fn of(ksvc: &KService, status: AppStatus) -> Self {
+        let label = |k: &str| ksvc.label(k).map(str::to_owned);
+        Self {
+            namespace: ksvc.namespace().to_owned(),
+            name: ksvc.name().to_owned(),
+            project: label(keys::LABEL_PROJECT),
+            domain: label(keys::LABEL_DOMAIN),
+            app_name: label(keys::LABEL_APP_NAME),
+            status,
+        }
+    }
+
     /// The record's key.
     pub fn key(&self) -> AppKey {
         AppKey {

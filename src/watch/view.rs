@@ -4,7 +4,8 @@
 //! fields the loop reads and tolerate every unknown field (`#[serde(default)]`, no
 //! `deny_unknown_fields`). They are what the reflector stores hold, which keeps the cache small.
 //! They are never written back: every write fetches the raw object fresh and edits its JSON, so
-//! fields unknown to these views survive (STYLE §2). Must never do I/O.
+//! fields unknown to these views survive (a view serialised over the object would drop them).
+//! Must never do I/O.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

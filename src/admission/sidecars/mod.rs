@@ -185,8 +185,9 @@ impl Catalogue {
     /// Parse and check a catalogue; every problem is listed, each with its path. An empty
     /// document is the empty catalogue.
     pub fn parse(text: &str) -> Result<Self> {
-        let doc: Value = serde_saphyr::from_str_with_options(text, crate::docs::yaml_options())
-            .map_err(|e| CatalogueError::Yaml(Box::new(e)))?;
+        let doc: Value =
+            serde_saphyr::from_str_with_options(text, crate::manifest_text::yaml_options())
+                .map_err(|e| CatalogueError::Yaml(Box::new(e)))?;
         let fingerprint = fingerprint_of(&doc);
         let raw: RawCatalogue = match doc {
             Value::Null => RawCatalogue::default(),
