@@ -21,6 +21,8 @@ mod admit;
 mod authn;
 mod routes;
 
+pub use authn::{API_AUDIENCE, REJECTION};
+
 type Key = (String, String, String); // resource, namespace, name
 
 /// One recorded request.
