@@ -15,7 +15,7 @@ use ksvc_webhook::apps::http::FILTERED_HEADER;
 use ksvc_webhook::watch::hub::AppRecord;
 use ksvc_webhook::watch::status::{AppStatus, Phase};
 use serde_json::Value;
-use support::fake_api::REJECTION;
+use support::fake_api::authn::REJECTION;
 use support::status_api::{fake, get, get_full, record, request, reviews, setup};
 use tower::ServiceExt;
 

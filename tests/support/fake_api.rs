@@ -18,10 +18,8 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 mod admit;
-mod authn;
+pub mod authn;
 mod routes;
-
-pub use authn::{API_AUDIENCE, REJECTION};
 
 type Key = (String, String, String); // resource, namespace, name
 
