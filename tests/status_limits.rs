@@ -28,7 +28,11 @@ const STREAMS: Maximums = Maximums {
 
 /// The status code of every answer to `uris`, sent all at once by the holder of `token`, with
 /// whether each refusal said when to retry.
-async fn flood(app: &axum::Router, uris: Vec<String>, token: impl Fn(usize) -> String) -> Vec<(StatusCode, bool)> {
+async fn flood(
+    app: &axum::Router,
+    uris: Vec<String>,
+    token: impl Fn(usize) -> String,
+) -> Vec<(StatusCode, bool)> {
     let sent = uris.iter().enumerate().map(|(i, uri)| {
         let app = app.clone();
         let req = request(uri, Some(&token(i)));
@@ -71,24 +75,40 @@ async fn malformed_and_oversized_names_get_400_before_any_review() {
     for uri in &uris {
         for token in [Some("t-nobody"), Some("t-garbage"), None] {
             let (code, body) = get(&s.app, uri, token).await;
-            assert_eq!(code, StatusCode::BAD_REQUEST, "{uri:.60}: {body}");
+            let shown: String = body.to_string().chars().take(300).collect();
+            assert_eq!(code, StatusCode::BAD_REQUEST, "{uri:.60}: {shown}");
             let error = body["error"].as_str().unwrap();
             assert!(error.len() < 400, "{uri:.60}: a short message: {error}");
             assert!(
-                ["namespace ", "name ", "project ", "domain "].iter().any(|w| error.starts_with(w)),
+                ["namespace ", "name ", "project ", "domain "]
+                    .iter()
+                    .any(|w| error.starts_with(w)),
                 "names the bad value: {error}"
             );
         }
     }
     let (_, body) = get(&s.app, &uris[0], Some("t-nobody")).await;
     let error = body["error"].as_str().unwrap();
-    assert!(error.contains("(60000 bytes)") && error.contains("more than 63"), "{error}");
+    assert!(
+        error.contains("(60000 bytes)") && error.contains("more than 63"),
+        "{error}"
+    );
     let (_, body) = get(&s.app, "/apps?namespace=a%0Ab", None).await;
-    assert!(body["error"].as_str().unwrap().contains(r#""a\nb""#), "escaped: {body}");
+    assert!(
+        body["error"].as_str().unwrap().contains(r#""a\nb""#),
+        "escaped: {body}"
+    );
     assert_eq!(reviews(&fake, "tokenreviews"), 0, "no TokenReview");
-    assert_eq!(reviews(&fake, "subjectaccessreviews"), 0, "no SubjectAccessReview");
+    assert_eq!(
+        reviews(&fake, "subjectaccessreviews"),
+        0,
+        "no SubjectAccessReview"
+    );
     // Well-formed names still go through.
-    assert_eq!(get(&s.app, "/apps/a/x", Some("t-alice")).await.0, StatusCode::OK);
+    assert_eq!(
+        get(&s.app, "/apps/a/x", Some("t-alice")).await.0,
+        StatusCode::OK
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,15 +137,28 @@ async fn a_flood_of_distinct_names_is_held_to_the_callers_review_budget() {
         count(&answers, StatusCode::TOO_MANY_REQUESTS),
         count(&answers, StatusCode::SERVICE_UNAVAILABLE),
     );
-    assert_eq!(denied + limited + busy, 2_000, "never allowed, never anything else");
+    assert_eq!(
+        denied + limited + busy,
+        2_000,
+        "never allowed, never anything else"
+    );
     assert_eq!(denied, sent, "every review sent answered its request");
-    assert!(limited >= 2_000 - budget as usize, "the rest waits for the budget: {limited}");
+    assert!(
+        limited >= 2_000 - budget as usize,
+        "the rest waits for the budget: {limited}"
+    );
     eprintln!("names: {sent} reviews in {elapsed:.2}s, {limited} × 429, {busy} × 503");
     assert!(
-        answers.iter().all(|(c, retry)| *c == StatusCode::FORBIDDEN || *retry),
+        answers
+            .iter()
+            .all(|(c, retry)| *c == StatusCode::FORBIDDEN || *retry),
         "every 429 and 503 says when to retry"
     );
-    assert_eq!(reviews(&fake, "tokenreviews"), 1, "one token, one TokenReview");
+    assert_eq!(
+        reviews(&fake, "tokenreviews"),
+        1,
+        "one token, one TokenReview"
+    );
     let refused = |reason| {
         s.metrics
             .refused
@@ -135,7 +168,10 @@ async fn a_flood_of_distinct_names_is_held_to_the_callers_review_budget() {
     assert_eq!(refused("rate_limited") as usize, limited);
     assert_eq!(refused("overloaded") as usize, busy);
     // Another caller has a budget of its own.
-    assert_eq!(get(&s.app, "/apps/a/x", Some("t-alice")).await.0, StatusCode::OK);
+    assert_eq!(
+        get(&s.app, "/apps/a/x", Some("t-alice")).await.0,
+        StatusCode::OK
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,17 +189,36 @@ async fn the_answer_cache_stays_within_its_bytes_under_distinct_names() {
         ..Settings::default()
     };
     let s = setup_with(fake.client(), settings, STREAMS);
-    let bytes = |cache| s.metrics.cache_bytes.get_or_create(&vec![("cache", cache)]).get();
+    let bytes = |cache| {
+        s.metrics
+            .cache_bytes
+            .get_or_create(&vec![("cache", cache)])
+            .get()
+    };
     for batch in 0..10 {
-        let uris = (0..200).map(|i| format!("/apps/a/app-{batch}-{i}")).collect();
+        let uris = (0..200)
+            .map(|i| format!("/apps/a/app-{batch}-{i}"))
+            .collect();
         let answers = flood(&s.app, uris, |_| "t-nobody".to_owned()).await;
         assert_eq!(count(&answers, StatusCode::FORBIDDEN), 200, "batch {batch}");
-        assert!(bytes("access") <= cache_bytes as i64, "{} bytes", bytes("access"));
+        assert!(
+            bytes("access") <= cache_bytes as i64,
+            "{} bytes",
+            bytes("access")
+        );
     }
-    assert_eq!(reviews(&fake, "subjectaccessreviews"), 2_000, "each name asked once");
+    assert_eq!(
+        reviews(&fake, "subjectaccessreviews"),
+        2_000,
+        "each name asked once"
+    );
     let held = bytes("access");
     assert!(held > cache_bytes as i64 / 2, "the budget is used: {held}");
-    assert!(bytes("token") > 0 && bytes("token") < 2_048, "one token: {}", bytes("token"));
+    assert!(
+        bytes("token") > 0 && bytes("token") < 2_048,
+        "one token: {}",
+        bytes("token")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,7 +232,10 @@ async fn a_flood_of_garbage_tokens_is_held_to_the_new_token_budget() {
     };
     let Rate { per_second, burst } = settings.new_token_rate;
     let s = setup_with(fake.client(), settings, STREAMS);
-    assert_eq!(get(&s.app, "/apps/a/x", Some("t-alice")).await.0, StatusCode::OK);
+    assert_eq!(
+        get(&s.app, "/apps/a/x", Some("t-alice")).await.0,
+        StatusCode::OK
+    );
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     let started = Instant::now();
@@ -195,10 +253,20 @@ async fn a_flood_of_garbage_tokens_is_held_to_the_new_token_budget() {
         count(&answers, StatusCode::TOO_MANY_REQUESTS),
     );
     assert_eq!(rejected, sent, "every review sent answered its request");
-    assert_eq!(rejected + limited + count(&answers, StatusCode::SERVICE_UNAVAILABLE), 1_000);
-    assert!(limited >= 1_000 - budget as usize, "the rest waits for the budget: {limited}");
+    assert_eq!(
+        rejected + limited + count(&answers, StatusCode::SERVICE_UNAVAILABLE),
+        1_000
+    );
+    assert!(
+        limited >= 1_000 - budget as usize,
+        "the rest waits for the budget: {limited}"
+    );
     eprintln!("tokens: {sent} reviews in {elapsed:.2}s, {limited} × 429");
-    assert!(answers.iter().all(|(c, r)| *c == StatusCode::UNAUTHORIZED || *r));
+    assert!(
+        answers
+            .iter()
+            .all(|(c, r)| *c == StatusCode::UNAUTHORIZED || *r)
+    );
     assert_eq!(reviews(&fake, "subjectaccessreviews"), 1, "only alice's");
 
     // The new-token budget is spent, yet alice's expired token is known: it is re-checked on
@@ -208,7 +276,13 @@ async fn a_flood_of_garbage_tokens_is_held_to_the_new_token_budget() {
     let (code, headers, body) = get_full(&s.app, "/apps/a/x", Some("garbage-new")).await;
     assert_eq!(code, StatusCode::TOO_MANY_REQUESTS, "{body}");
     assert!(headers.contains_key("retry-after"));
-    assert!(body["error"].as_str().unwrap().contains("too many new tokens"), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("too many new tokens"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -220,7 +294,10 @@ async fn too_many_reviews_in_flight_is_503_never_allowed() {
         ..Settings::default()
     };
     let s = setup_with(fake.client(), settings, STREAMS);
-    assert_eq!(get(&s.app, "/apps/a/x", Some("t-admin")).await.0, StatusCode::OK);
+    assert_eq!(
+        get(&s.app, "/apps/a/x", Some("t-admin")).await.0,
+        StatusCode::OK
+    );
     fake.inject("create", "subjectaccessreviews", None, Fault::Hang, 1);
     let hung = tokio::spawn({
         let app = s.app.clone();
@@ -230,9 +307,19 @@ async fn too_many_reviews_in_flight_is_503_never_allowed() {
     let (code, headers, body) = get_full(&s.app, "/apps/b/y", Some("t-admin")).await;
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(headers["retry-after"], "5");
-    assert!(body["error"].as_str().unwrap().contains("in flight"), "{body}");
-    assert_eq!(hung.await.unwrap(), StatusCode::SERVICE_UNAVAILABLE, "the timeout ends it");
-    assert_eq!(get(&s.app, "/apps/b/y", Some("t-admin")).await.0, StatusCode::OK);
+    assert!(
+        body["error"].as_str().unwrap().contains("in flight"),
+        "{body}"
+    );
+    assert_eq!(
+        hung.await.unwrap(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the timeout ends it"
+    );
+    assert_eq!(
+        get(&s.app, "/apps/b/y", Some("t-admin")).await.0,
+        StatusCode::OK
+    );
 }
 
 #[tokio::test]
@@ -243,7 +330,10 @@ async fn an_oversized_token_is_401_without_a_review() {
     let (code, headers, body) = get_full(&s.app, "/apps/a/x", Some(&token)).await;
     assert_eq!(code, StatusCode::UNAUTHORIZED, "{body}");
     assert!(headers.contains_key("www-authenticate"));
-    assert!(body["error"].as_str().unwrap().contains("9000 bytes"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("9000 bytes"),
+        "{body}"
+    );
     assert_eq!(reviews(&fake, "tokenreviews"), 0);
 }
 
@@ -258,9 +348,15 @@ async fn tokens_must_be_minted_for_the_configured_audience() {
         ..Settings::default()
     };
     let s = setup_with(fake.client(), settings, STREAMS);
-    assert_eq!(get(&s.app, "/apps/a/x", Some("t-minted")).await.0, StatusCode::OK);
+    assert_eq!(
+        get(&s.app, "/apps/a/x", Some("t-minted")).await.0,
+        StatusCode::OK
+    );
     let sent = fake.requests_to(Method::POST, "tokenreviews");
-    assert_eq!(sent[0].body["spec"]["audiences"], serde_json::json!(["ksvc-webhook"]));
+    assert_eq!(
+        sent[0].body["spec"]["audiences"],
+        serde_json::json!(["ksvc-webhook"])
+    );
     for token in ["t-alice", "t-unaware"] {
         let (code, body) = get(&s.app, "/apps/a/x", Some(token)).await;
         assert_eq!(code, StatusCode::UNAUTHORIZED, "{token}: {body}");
@@ -270,9 +366,18 @@ async fn tokens_must_be_minted_for_the_configured_audience() {
     }
     // Without audiences, the API server's own: the minted token is not for it.
     let s = setup(fake.client(), Duration::from_secs(10), (8, 8));
-    assert_eq!(get(&s.app, "/apps/a/x", Some("t-alice")).await.0, StatusCode::OK);
-    assert_eq!(get(&s.app, "/apps/a/x", Some("t-minted")).await.0, StatusCode::UNAUTHORIZED);
-    let last = fake.requests_to(Method::POST, "tokenreviews").pop().unwrap();
+    assert_eq!(
+        get(&s.app, "/apps/a/x", Some("t-alice")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get(&s.app, "/apps/a/x", Some("t-minted")).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    let last = fake
+        .requests_to(Method::POST, "tokenreviews")
+        .pop()
+        .unwrap();
     assert!(last.body["spec"]["audiences"].is_null());
 }
 
@@ -293,12 +398,25 @@ async fn streams_of_one_service_account_namespace_are_capped() {
     let open = |token: &'static str| s.app.clone().oneshot(request("/apps/watch", Some(token)));
     let first = open("t-tenant-0").await.unwrap();
     let second = open("t-tenant-1").await.unwrap();
-    assert_eq!((first.status(), second.status()), (StatusCode::OK, StatusCode::OK));
+    assert_eq!(
+        (first.status(), second.status()),
+        (StatusCode::OK, StatusCode::OK)
+    );
     let third = open("t-tenant-2").await.unwrap();
-    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS, "a third ServiceAccount of tenant");
+    assert_eq!(
+        third.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "a third ServiceAccount of tenant"
+    );
     assert_eq!(third.headers()["retry-after"], "5");
     let (_, body) = support::status_api::body_of(third).await;
-    assert!(body["error"].as_str().unwrap().contains(r#"namespace "tenant""#), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains(r#"namespace "tenant""#),
+        "{body}"
+    );
     assert_eq!(open("t-other-0").await.unwrap().status(), StatusCode::OK);
     let rejected = s
         .metrics
@@ -307,5 +425,9 @@ async fn streams_of_one_service_account_namespace_are_capped() {
         .get();
     assert_eq!(rejected, 1);
     drop(first);
-    assert_eq!(open("t-tenant-2").await.unwrap().status(), StatusCode::OK, "freed");
+    assert_eq!(
+        open("t-tenant-2").await.unwrap().status(),
+        StatusCode::OK,
+        "freed"
+    );
 }

@@ -19,7 +19,10 @@ fn bearer_headers() {
     }
     assert_eq!(bearer(Some(b"Bearer \xff")), Err(TokenError::Malformed));
     let longest = format!("Bearer {}", "a".repeat(MAX_TOKEN_BYTES));
-    assert_eq!(bearer(Some(longest.as_bytes())).map(str::len), Ok(MAX_TOKEN_BYTES));
+    assert_eq!(
+        bearer(Some(longest.as_bytes())).map(str::len),
+        Ok(MAX_TOKEN_BYTES)
+    );
     let over = format!("Bearer {}", "a".repeat(MAX_TOKEN_BYTES + 1));
     assert_eq!(
         bearer(Some(over.as_bytes())),

@@ -49,7 +49,11 @@ pub struct StatusApiArgs {
     pub status_auth_timeout: Duration,
     /// Audiences a bearer token must be valid for, comma-separated (sent in the TokenReview and
     /// checked in its answer); empty: the API server's own audience.
-    #[arg(long, env = "KSVC_WEBHOOK_STATUS_AUTH_AUDIENCES", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_STATUS_AUTH_AUDIENCES",
+        value_delimiter = ','
+    )]
     pub status_auth_audiences: Vec<String>,
     /// TokenReviews per second of tokens this server has not seen, for all callers together
     /// (bursts of twice as many; 429 beyond).
@@ -136,9 +140,15 @@ mod tests {
     #[test]
     fn the_ttl_and_the_recheck_period_have_minimums() {
         let cases = [
-            ("--status-auth-cache-ttl=0s", "--status-auth-cache-ttl is 0s, below its minimum of 1s"),
+            (
+                "--status-auth-cache-ttl=0s",
+                "--status-auth-cache-ttl is 0s, below its minimum of 1s",
+            ),
             ("--status-auth-cache-ttl=999ms", "below its minimum of 1s"),
-            ("--status-watch-recheck=0s", "--status-watch-recheck is 0s, below its minimum of 10s"),
+            (
+                "--status-watch-recheck=0s",
+                "--status-watch-recheck is 0s, below its minimum of 10s",
+            ),
             ("--status-watch-recheck=9s", "below its minimum of 10s"),
         ];
         for (flag, want) in cases {

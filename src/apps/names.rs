@@ -51,7 +51,8 @@ fn namespace(value: &str) -> Result<(), BadName> {
 }
 
 fn name(value: &str) -> Result<(), BadName> {
-    let problem = dns1035_problem(value).map(|p| format!("{p} (a KService name is a DNS-1035 label)"));
+    let problem =
+        dns1035_problem(value).map(|p| format!("{p} (a KService name is a DNS-1035 label)"));
     bad("name", value, problem)
 }
 
@@ -84,7 +85,11 @@ mod tests {
     #[test]
     fn kubernetes_names_pass() {
         assert_eq!(check_path("team-a", "web"), Ok(()));
-        assert_eq!(check_path("0ns", "a0"), Ok(()), "a namespace may start with a digit");
+        assert_eq!(
+            check_path("0ns", "a0"),
+            Ok(()),
+            "a namespace may start with a digit"
+        );
         assert_eq!(check_path(&"n".repeat(63), &"a".repeat(63)), Ok(()));
         let filter = Filter {
             namespace: Some("team-a".into()),
@@ -102,7 +107,11 @@ mod tests {
         let cases: [(&str, &str, &str); 6] = [
             ("Team", "web", "namespace \"Team\" is not a DNS-1123 label"),
             ("", "web", "namespace \"\" is not a DNS-1123 label"),
-            ("team", "0web", "name \"0web\" must start with a lower-case letter"),
+            (
+                "team",
+                "0web",
+                "name \"0web\" must start with a lower-case letter",
+            ),
             ("team", "a/b", "name \"a/b\""),
             (&long, "web", "namespace \"aaaa"),
             ("team", "we\nb\u{1b}", "name \"we\\nb\\u{1b}\""),
@@ -110,21 +119,52 @@ mod tests {
         for (ns, app, want) in cases {
             let error = check_path(ns, app).unwrap_err().to_string();
             assert!(error.starts_with(want), "{ns:.20}/{app}: {error}");
-            assert!(error.len() < 400, "the message stays short: {}", error.len());
+            assert!(
+                error.len() < 400,
+                "the message stays short: {}",
+                error.len()
+            );
         }
         let error = check_path(&long, "web").unwrap_err().to_string();
         assert!(error.contains("… (60000 bytes)"), "{error}");
         let error = check_path("team", &"a".repeat(64)).unwrap_err().to_string();
-        assert!(error.contains("64 characters long, more than 63"), "{error}");
+        assert!(
+            error.contains("64 characters long, more than 63"),
+            "{error}"
+        );
     }
 
     #[test]
     fn every_filter_is_checked() {
         let cases = [
-            (Filter { namespace: Some("A".into()), ..Filter::default() }, "namespace"),
-            (Filter { name: Some("-x".into()), ..Filter::default() }, "name"),
-            (Filter { project: Some("x".repeat(64)), ..Filter::default() }, "project"),
-            (Filter { domain: Some("a b".into()), ..Filter::default() }, "domain"),
+            (
+                Filter {
+                    namespace: Some("A".into()),
+                    ..Filter::default()
+                },
+                "namespace",
+            ),
+            (
+                Filter {
+                    name: Some("-x".into()),
+                    ..Filter::default()
+                },
+                "name",
+            ),
+            (
+                Filter {
+                    project: Some("x".repeat(64)),
+                    ..Filter::default()
+                },
+                "project",
+            ),
+            (
+                Filter {
+                    domain: Some("a b".into()),
+                    ..Filter::default()
+                },
+                "domain",
+            ),
         ];
         for (filter, what) in cases {
             let error = check_filter(&filter).unwrap_err().to_string();

@@ -181,7 +181,11 @@ mod tests {
         );
         assert_eq!(limits.open(Some("alice")), Ok(()), "users are not grouped");
         limits.close(Some(&sa(0)));
-        assert_eq!(limits.open(Some(&sa(9))), Ok(()), "a closed stream frees it");
+        assert_eq!(
+            limits.open(Some(&sa(9))),
+            Ok(()),
+            "a closed stream frees it"
+        );
         assert_eq!(limits.open_streams(), 5);
         for n in [1, 2, 9] {
             limits.close(Some(&sa(n)));

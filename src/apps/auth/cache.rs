@@ -78,9 +78,10 @@ impl Weigh for Identity {
         match self {
             Identity::Rejected => 0,
             Identity::User(user) => {
-                let extra = user.extra.iter().map(|(k, v)| {
-                    k.capacity() + size_of::<(String, Vec<String>)>() + strings(v)
-                });
+                let extra = user
+                    .extra
+                    .iter()
+                    .map(|(k, v)| k.capacity() + size_of::<(String, Vec<String>)>() + strings(v));
                 user.username.capacity()
                     + user.uid.as_ref().map_or(0, String::capacity)
                     + strings(&user.groups)

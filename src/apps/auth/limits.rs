@@ -95,7 +95,9 @@ impl Buckets {
             return self.overflow.take(rate, now);
         }
         let bucket = self.by_key.entry(key.to_owned());
-        bucket.or_insert_with(|| TokenBucket::full(now)).take(rate, now)
+        bucket
+            .or_insert_with(|| TokenBucket::full(now))
+            .take(rate, now)
     }
 
     /// Buckets kept now.
@@ -127,7 +129,9 @@ mod tests {
         }
         let wait = bucket.take(RATE, t0).unwrap_err();
         assert_eq!(wait, Duration::from_millis(100), "one review per 100 ms");
-        let wait = bucket.take(RATE, t0 + Duration::from_millis(60)).unwrap_err();
+        let wait = bucket
+            .take(RATE, t0 + Duration::from_millis(60))
+            .unwrap_err();
         assert_eq!(wait, Duration::from_millis(40));
         assert!(bucket.take(RATE, t0 + Duration::from_millis(99)).is_err());
         assert_eq!(bucket.take(RATE, t0 + Duration::from_millis(200)), Ok(()));
@@ -169,7 +173,11 @@ mod tests {
         // Once a bucket has refilled it is forgotten, and a new caller gets its place.
         let later = t0 + Duration::from_secs(1);
         assert_eq!(buckets.take("dave", later), Ok(()));
-        assert_eq!(buckets.len(), 1, "alice and bob refilled and went; dave stays");
+        assert_eq!(
+            buckets.len(),
+            1,
+            "alice and bob refilled and went; dave stays"
+        );
         assert!(!buckets.is_empty());
     }
 }

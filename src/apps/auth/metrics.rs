@@ -35,7 +35,8 @@ impl StatusMetrics {
         let r = registry.sub_registry_with_prefix("ksvc_webhook_status");
         let reviews = "TokenReviews and SubjectAccessReviews sent, by kind and result";
         r.register("reviews", reviews, self.reviews.clone());
-        let refused = "Requests refused before a review was sent: rate_limited (429) or overloaded (503)";
+        let refused =
+            "Requests refused before a review was sent: rate_limited (429) or overloaded (503)";
         r.register("refused", refused, self.refused.clone());
         let bytes = "Bytes the cached TokenReview and SubjectAccessReview answers take";
         r.register("cache_bytes", bytes, self.cache_bytes.clone());
@@ -61,6 +62,8 @@ impl StatusMetrics {
 
     /// The byte gauge of the `cache` (`token`, `access`).
     pub(super) fn cache_bytes(&self, cache: &'static str) -> Gauge {
-        self.cache_bytes.get_or_create(&vec![("cache", cache)]).clone()
+        self.cache_bytes
+            .get_or_create(&vec![("cache", cache)])
+            .clone()
     }
 }

@@ -49,7 +49,10 @@ pub enum Refusal {
     Forbidden { user: String, needs: Attributes },
     /// 429: the request would send more reviews than its budget allows now.
     #[error("{} right now; retry in {}s", budget_text(*.budget), retry_secs(*.retry_after))]
-    RateLimited { budget: Budget, retry_after: Duration },
+    RateLimited {
+        budget: Budget,
+        retry_after: Duration,
+    },
     /// 503: as many reviews as allowed are in flight already.
     #[error("too many access reviews are in flight right now; retry shortly")]
     Overloaded,
@@ -130,7 +133,10 @@ mod tests {
         assert_eq!(limited.retry_after(), Some(2));
         assert!(limited.to_string().ends_with("retry in 2s"), "{limited}");
         assert_eq!(Refusal::Overloaded.retry_after(), Some(RETRY_AFTER_SECS));
-        assert_eq!(Refusal::Overloaded.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            Refusal::Overloaded.status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
         assert_eq!(Refusal::Unauthenticated("x".into()).retry_after(), None);
     }
 

@@ -21,8 +21,8 @@ use futures::StreamExt;
 use kube::Client;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 
-use super::caller::Caller;
 use super::cache::CacheKey;
+use super::caller::Caller;
 use super::flight::Flight;
 use super::limits::{Buckets, Rate, TokenBucket};
 use super::metrics::StatusMetrics;
@@ -244,9 +244,8 @@ impl Reviewer {
         let header = headers
             .get(header::AUTHORIZATION)
             .map(HeaderValue::as_bytes);
-        let token = access::bearer(header).map_err(|e: TokenError| {
-            Refusal::Unauthenticated(e.to_string())
-        })?;
+        let token = access::bearer(header)
+            .map_err(|e: TokenError| Refusal::Unauthenticated(e.to_string()))?;
         self.authenticate_token(Arc::from(token)).await
     }
 
@@ -291,7 +290,8 @@ impl Reviewer {
     /// Whether `caller` has `needs` (429/503 when over budget or when the API server cannot
     /// say).
     pub async fn check(&self, caller: &Caller, needs: &Attributes) -> Result<Access, Refusal> {
-        self.check_paid(caller, needs, &AtomicBool::new(false)).await
+        self.check_paid(caller, needs, &AtomicBool::new(false))
+            .await
     }
 
     /// [`check`](Self::check), spending from the caller's budget only if `paid` is not yet set
