@@ -4,7 +4,7 @@
 //! value, each at most 63 bytes. So no review is sent, and nothing is cached or kept for a
 //! stream, for a string no app can have.
 //!
-//! Only checks; never answers HTTP (that is [`super::http`]'s).
+//! Only checks; never answers HTTP (that is the routes', in http.rs).
 
 use crate::admission::naming::{
     dns1035_problem, dns1123_problem, floor_char_boundary, label_value_problem,

@@ -2,7 +2,7 @@
 //! (username) and per ServiceAccount namespace (every `system:serviceaccount:NS:…` caller of one
 //! namespace together, so a tenant who can create ServiceAccounts cannot multiply its share).
 //!
-//! Owns only counts; never opens, ends or times a stream (that is [`super::http`]'s).
+//! Owns only counts; never opens, ends or times a stream (that is the routes', in http.rs).
 
 use std::collections::HashMap;
 

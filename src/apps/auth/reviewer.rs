@@ -28,7 +28,7 @@ use super::limits::{Buckets, Rate, TokenBucket};
 use super::metrics::StatusMetrics;
 use super::refusal::{Budget, Refusal};
 use super::reviews::{self, Call};
-use crate::apps::access::{self, Access, Attributes, Identity, TokenError, TokenHash};
+use crate::apps::access::{self, Access, Attributes, Identity, TokenHash};
 use crate::apps::args::StatusApiArgs;
 use crate::report::error_chain;
 use crate::watch::args::WatchArgs;
@@ -244,8 +244,7 @@ impl Reviewer {
         let header = headers
             .get(header::AUTHORIZATION)
             .map(HeaderValue::as_bytes);
-        let token = access::bearer(header)
-            .map_err(|e: TokenError| Refusal::Unauthenticated(e.to_string()))?;
+        let token = access::bearer(header).map_err(|e| Refusal::Unauthenticated(e.to_string()))?;
         self.authenticate_token(Arc::from(token)).await
     }
 
