@@ -31,7 +31,7 @@ use serde_json::Value;
 const DECLARED: &[&[ApiCall]] = &[
     ksvc_webhook::certmgr::API_CALLS,
     ksvc_webhook::watch::API_CALLS,
-    ksvc_webhook::apps::reviews::API_CALLS,
+    ksvc_webhook::apps::auth::reviews::API_CALLS,
 ];
 
 /// Resources that must only be granted in the webhook's own namespace (a Role, never a

@@ -43,6 +43,7 @@ async fn metrics_need_a_token_allowed_to_get_the_metrics_url() {
         ttl: Duration::from_secs(10),
         cache_size: 16,
         timeout: Duration::from_secs(2),
+        ..Settings::default()
     };
     let reviewer = Reviewer::new(
         ClientSource::Ready(fake.client()),

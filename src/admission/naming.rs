@@ -59,6 +59,21 @@ pub fn dns1035_problem(value: &str) -> Option<String> {
     (!problems.is_empty()).then(|| problems.join(" and "))
 }
 
+/// Why `value` is not a DNS-1123 label (a namespace, a container or volume name), or `None`.
+pub fn dns1123_problem(value: &str) -> Option<&'static str> {
+    let shape = !value.is_empty()
+        && value.len() <= MAX_LABEL
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !value.starts_with('-')
+        && !value.ends_with('-');
+    (!shape).then_some(
+        "is not a DNS-1123 label: use 1 to 63 lower-case letters, digits and '-', \
+         starting and ending with a letter or digit",
+    )
+}
+
 /// Why a `generateName` is not a valid prefix, or `None`. The API server appends 5 characters,
 /// so the prefix may end with `-` and must leave room for them.
 pub fn generate_name_problem(prefix: &str) -> Option<String> {
@@ -111,7 +126,8 @@ fn is_dns1035_shape(value: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
 }
 
-fn floor_char_boundary(s: &str, at: usize) -> usize {
+/// The largest char boundary of `s` at or before byte `at`.
+pub fn floor_char_boundary(s: &str, at: usize) -> usize {
     (0..=at.min(s.len()))
         .rev()
         .find(|i| s.is_char_boundary(*i))

@@ -1,14 +1,13 @@
-//! PURE decisions of the status API's access control: reading the bearer token, naming what a
-//! request needs (the SubjectAccessReview attributes), the bounded TTL cache of answers, the
-//! namespace filter of a cluster-wide listing, and the `/apps/watch` stream limits.
+//! PURE decisions of the status API's access control: reading the bearer token (and refusing an
+//! oversized one), naming what a request needs (the SubjectAccessReview attributes), who the
+//! caller is (and the namespace of a ServiceAccount caller), and the namespace filter of a
+//! cluster-wide listing.
 //!
-//! Owns no I/O: no clock (time comes in as an argument), no API calls (those are in
-//! [`super::auth`]), no HTTP types. Never decides anything the API server did not answer.
+//! Owns no I/O: no clock, no API calls (the `auth` module makes them), no HTTP types. Never
+//! decides anything the API server did not answer.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::hash::Hash;
-use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -19,6 +18,12 @@ pub const GROUP: &str = "serving.knative.dev";
 /// The resource `/apps` stands for: callers need the rights to read Knative Services.
 pub const RESOURCE: &str = "services";
 
+/// The longest bearer token sent to a TokenReview. Kubernetes' own tokens are 1-2 KB (a
+/// ServiceAccount JWT with its pod and node bindings); OIDC id-tokens with many groups reach a
+/// few KB; 8 KiB is also the header-line limit of common proxies (nginx, Envoy's default), so no
+/// working token is longer. A longer one is refused without asking the API server.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+
 /// Why a request carries no usable bearer token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
@@ -28,21 +33,28 @@ pub enum TokenError {
     Missing,
     #[error("the Authorization header is not `Bearer <token>`; send one token after `Bearer `")]
     Malformed,
+    #[error(
+        "the bearer token is {0} bytes, more than the {MAX_TOKEN_BYTES} this server accepts; Kubernetes tokens are 1-2 KB, send one from `kubectl create token`"
+    )]
+    TooLong(usize),
 }
 
-/// The token of an `Authorization: Bearer <token>` header value (scheme case-insensitive).
+/// The token of an `Authorization: Bearer <token>` header value (scheme case-insensitive), at
+/// most [`MAX_TOKEN_BYTES`] long.
 pub fn bearer(header: Option<&[u8]>) -> Result<&str, TokenError> {
     let value = header.ok_or(TokenError::Missing)?;
     let value = std::str::from_utf8(value).map_err(|_| TokenError::Malformed)?;
     let (scheme, token) = value.trim().split_once(' ').ok_or(TokenError::Malformed)?;
     let token = token.trim();
     match scheme.eq_ignore_ascii_case("bearer") {
+        true if token.len() > MAX_TOKEN_BYTES => Err(TokenError::TooLong(token.len())),
         true if !token.is_empty() && !token.contains(char::is_whitespace) => Ok(token),
         _ => Err(TokenError::Malformed),
     }
 }
 
-/// A token's SHA-256: the cache key, so no token is kept in memory longer than its request.
+/// A token's SHA-256: the token cache's key, so no token is kept in memory longer than its
+/// request (or stream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TokenHash([u8; 32]);
 
@@ -50,6 +62,11 @@ impl TokenHash {
     /// The hash of `token`.
     pub fn of(token: &str) -> Self {
         Self(Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// The digest's bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
     }
 }
 
@@ -128,12 +145,21 @@ pub struct User {
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
+/// The namespace of a ServiceAccount's username (`system:serviceaccount:NS:NAME`), `None` for
+/// any other user.
+pub fn service_account_namespace(username: &str) -> Option<&str> {
+    let rest = username.strip_prefix("system:serviceaccount:")?;
+    let (namespace, name) = rest.split_once(':')?;
+    (!namespace.is_empty() && !name.is_empty()).then_some(namespace)
+}
+
 /// The TokenReview's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Identity {
     User(User),
-    /// Not authenticated, with the API server's reason when it gave one.
-    Rejected(Option<String>),
+    /// Not authenticated, or not for any of the accepted audiences (the API server's reason
+    /// is logged where the answer arrives, never kept or told to the caller).
+    Rejected,
 }
 
 /// The SubjectAccessReview's answer.
@@ -142,64 +168,6 @@ pub enum Access {
     Allowed,
     /// Denied (or no opinion), with the authorizer's reason when it gave one.
     Denied(Option<String>),
-}
-
-/// A size-bounded cache of answers that each expire `ttl` after they were stored.
-///
-/// When full, expired answers go first, then the one that would expire soonest; a lookup never
-/// returns an expired answer.
-#[derive(Debug)]
-pub struct TtlCache<K, V> {
-    entries: HashMap<K, (V, Instant)>,
-    capacity: usize,
-    ttl: Duration,
-}
-
-impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
-    /// An empty cache of at most `capacity` answers (at least one) kept for `ttl`.
-    pub fn new(capacity: usize, ttl: Duration) -> Self {
-        Self {
-            entries: HashMap::new(),
-            capacity: capacity.max(1),
-            ttl,
-        }
-    }
-
-    /// The answer for `key` if stored and not expired at `now`.
-    pub fn get(&self, key: &K, now: Instant) -> Option<V> {
-        self.entries
-            .get(key)
-            .filter(|(_, expires)| now < *expires)
-            .map(|(value, _)| value.clone())
-    }
-
-    /// Store `value` for `key` as of `now`, making room when full.
-    pub fn insert(&mut self, key: K, value: V, now: Instant) {
-        if !self.entries.contains_key(&key) && self.entries.len() >= self.capacity {
-            self.entries.retain(|_, (_, expires)| now < *expires);
-            if self.entries.len() >= self.capacity {
-                let soonest = self
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, (_, expires))| *expires)
-                    .map(|(k, _)| k.clone());
-                if let Some(k) = soonest {
-                    self.entries.remove(&k);
-                }
-            }
-        }
-        self.entries.insert(key, (value, now + self.ttl));
-    }
-
-    /// Stored answers, expired ones included until they are pushed out.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether nothing is stored.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 }
 
 /// The namespaces that hold the listed apps, each once, in order.
@@ -212,83 +180,6 @@ pub fn keep_namespaces(apps: Vec<AppRecord>, allowed: &BTreeSet<String>) -> Vec<
     apps.into_iter()
         .filter(|a| allowed.contains(&a.namespace))
         .collect()
-}
-
-/// Which stream limit a caller hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum LimitHit {
-    #[error("the server already serves its maximum of {0} /apps/watch streams; retry later")]
-    Total(usize),
-    #[error(
-        "you already have the maximum of {0} open /apps/watch streams; close one or retry later"
-    )]
-    PerCaller(usize),
-}
-
-impl LimitHit {
-    /// The metric label of the limit.
-    pub fn label(self) -> &'static str {
-        match self {
-            LimitHit::Total(_) => "total",
-            LimitHit::PerCaller(_) => "per_caller",
-        }
-    }
-}
-
-/// Open `/apps/watch` streams, overall and per caller, against their maximums.
-#[derive(Debug)]
-pub struct StreamLimits {
-    total: usize,
-    per_caller: usize,
-    open: usize,
-    by_caller: HashMap<String, usize>,
-}
-
-impl StreamLimits {
-    /// Limits of `total` streams overall and `per_caller` per caller.
-    pub fn new(total: usize, per_caller: usize) -> Self {
-        Self {
-            total,
-            per_caller,
-            open: 0,
-            by_caller: HashMap::new(),
-        }
-    }
-
-    /// Count a new stream of `caller` (`None`: unauthenticated, only the total applies), or
-    /// say which limit it would break.
-    pub fn open(&mut self, caller: Option<&str>) -> Result<(), LimitHit> {
-        if self.open >= self.total {
-            return Err(LimitHit::Total(self.total));
-        }
-        if let Some(caller) = caller {
-            let mine = self.by_caller.entry(caller.to_owned()).or_insert(0);
-            if *mine >= self.per_caller {
-                return Err(LimitHit::PerCaller(self.per_caller));
-            }
-            *mine += 1;
-        }
-        self.open += 1;
-        Ok(())
-    }
-
-    /// Forget a stream [`open`](Self::open) counted.
-    pub fn close(&mut self, caller: Option<&str>) {
-        self.open = self.open.saturating_sub(1);
-        if let Some(caller) = caller
-            && let Some(mine) = self.by_caller.get_mut(caller)
-        {
-            *mine = mine.saturating_sub(1);
-            if *mine == 0 {
-                self.by_caller.remove(caller);
-            }
-        }
-    }
-
-    /// Streams open now.
-    pub fn open_streams(&self) -> usize {
-        self.open
-    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,31 @@ fn bearer_headers() {
         assert_eq!(bearer(header.map(str::as_bytes)), want, "{header:?}");
     }
     assert_eq!(bearer(Some(b"Bearer \xff")), Err(TokenError::Malformed));
+    let longest = format!("Bearer {}", "a".repeat(MAX_TOKEN_BYTES));
+    assert_eq!(
+        bearer(Some(longest.as_bytes())).map(str::len),
+        Ok(MAX_TOKEN_BYTES)
+    );
+    let over = format!("Bearer {}", "a".repeat(MAX_TOKEN_BYTES + 1));
+    assert_eq!(
+        bearer(Some(over.as_bytes())),
+        Err(TokenError::TooLong(MAX_TOKEN_BYTES + 1))
+    );
+}
+
+#[test]
+fn service_account_callers_name_their_namespace() {
+    let cases = [
+        ("system:serviceaccount:team-a:dashboard", Some("team-a")),
+        ("system:serviceaccount:team-a:", None),
+        ("system:serviceaccount::dashboard", None),
+        ("system:serviceaccount:team-a", None),
+        ("alice@example.com", None),
+        ("system:node:n1", None),
+    ];
+    for (username, want) in cases {
+        assert_eq!(service_account_namespace(username), want, "{username}");
+    }
 }
 
 #[test]
@@ -50,56 +75,6 @@ fn attributes_name_what_is_missing() {
     for (attrs, want) in cases {
         assert_eq!(attrs.to_string(), want);
     }
-}
-
-#[test]
-fn cache_answers_until_the_ttl_then_forgets() {
-    let t0 = Instant::now();
-    let ttl = Duration::from_secs(10);
-    let mut cache = TtlCache::new(4, ttl);
-    cache.insert("k", true, t0);
-    assert_eq!(cache.get(&"k", t0), Some(true));
-    assert_eq!(
-        cache.get(&"k", t0 + ttl - Duration::from_millis(1)),
-        Some(true)
-    );
-    assert_eq!(cache.get(&"k", t0 + ttl), None, "expired at the TTL");
-    assert_eq!(cache.get(&"other", t0), None);
-    cache.insert("k", false, t0 + ttl);
-    assert_eq!(
-        cache.get(&"k", t0 + ttl),
-        Some(false),
-        "a new answer replaces"
-    );
-}
-
-#[test]
-fn cache_stays_within_its_size_dropping_expired_then_soonest() {
-    let t0 = Instant::now();
-    let s = Duration::from_secs(1);
-    let mut cache = TtlCache::new(3, Duration::from_secs(10));
-    cache.insert(1, (), t0);
-    cache.insert(2, (), t0 + s);
-    cache.insert(3, (), t0 + 2 * s);
-    cache.insert(4, (), t0 + 3 * s);
-    assert_eq!(cache.len(), 3);
-    assert_eq!(
-        cache.get(&1, t0 + 3 * s),
-        None,
-        "the soonest to expire went"
-    );
-    assert!(cache.get(&2, t0 + 3 * s).is_some());
-    // At t0+12s, 2 and 3 have expired: both go, 4 and 5 stay.
-    cache.insert(5, (), t0 + 12 * s);
-    assert_eq!(cache.len(), 2);
-    assert!(cache.get(&4, t0 + 12 * s).is_some());
-    for i in 0..1000 {
-        cache.insert(100 + i, (), t0 + 12 * s);
-    }
-    assert_eq!(cache.len(), 3, "bounded under a burst of keys");
-    let mut zero = TtlCache::new(0, Duration::from_secs(1));
-    zero.insert(1, (), t0);
-    assert_eq!(zero.len(), 1, "a capacity of 0 still caches one answer");
 }
 
 fn record(ns: &str, name: &str) -> AppRecord {
@@ -136,30 +111,4 @@ fn the_filter_keeps_the_allowed_namespaces_in_order() {
         .map(|a| a.name)
         .collect();
     assert_eq!(kept, ["1", "3", "4"]);
-}
-
-#[test]
-fn stream_limits_per_caller_and_overall() {
-    let mut limits = StreamLimits::new(3, 2);
-    assert_eq!(limits.open(Some("alice")), Ok(()));
-    assert_eq!(limits.open(Some("alice")), Ok(()));
-    assert_eq!(limits.open(Some("alice")), Err(LimitHit::PerCaller(2)));
-    assert_eq!(limits.open(Some("bob")), Ok(()));
-    assert_eq!(limits.open(Some("carol")), Err(LimitHit::Total(3)));
-    assert_eq!(limits.open(None), Err(LimitHit::Total(3)));
-    limits.close(Some("alice"));
-    assert_eq!(limits.open_streams(), 2);
-    assert_eq!(
-        limits.open(Some("alice")),
-        Ok(()),
-        "a closed stream frees a slot"
-    );
-    limits.close(Some("bob"));
-    assert_eq!(
-        limits.open(None),
-        Ok(()),
-        "unauthenticated: only the total counts"
-    );
-    assert_eq!(LimitHit::Total(1).label(), "total");
-    assert_eq!(LimitHit::PerCaller(1).label(), "per_caller");
 }

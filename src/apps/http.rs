@@ -7,11 +7,14 @@
 //!   `text/event-stream`. It opens with the current state as `CREATED` events; a subscriber that
 //!   falls more than the buffer behind gets `RESYNC` and then the current state as `UPDATED`.
 //!
-//! With a [`Reviewer`] every route needs a bearer token and the rights to read the KServices
-//! (`get` one, `list` a namespace or all, `watch` for streams; see [`super::auth`]). A
-//! cluster-wide `/apps` of a caller who may list only some namespaces is filtered to those and
-//! says so in [`FILTERED_HEADER`]. Open streams re-check access every cache TTL and end with an
-//! `ERROR` event once it is gone. Streams are limited overall and per caller (429 beyond).
+//! Every route first checks the names it was given ([`super::names`]: 400 for a namespace,
+//! name, project or domain no app can have), before any review. With a [`Reviewer`] every
+//! route needs a bearer token and the rights to read the KServices (`get` one, `list` a
+//! namespace or all, `watch` for streams; see [`super::auth`]). A cluster-wide `/apps` of a
+//! caller who may list only some namespaces is filtered to those and says so in
+//! [`FILTERED_HEADER`]. Open streams re-check access every re-check period and end with an
+//! `ERROR` event once it is gone. Streams are limited overall, per caller and per
+//! ServiceAccount namespace (429 beyond, [`super::streams`]).
 //!
 //! Served from this replica's cache; answers 503 until the cache has synced. Never reads apps
 //! from the API; only [`super::auth`] calls it, to review tokens and access.
@@ -30,8 +33,10 @@ use axum::routing::get;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::access::{self, Access, Attributes, LimitHit, StreamLimits, Verb};
+use super::access::{self, Access, Attributes, Verb};
 use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer, StatusMetrics};
+use super::names::{self, BadName};
+use super::streams::{LimitHit, Maximums, StreamLimits};
 use crate::watch::hub::{AppKey, AppRecord, Filter, Hub, Subscription, WatchEvent};
 
 /// Set (to `namespaces`) on a cluster-wide `/apps` answer that left out the namespaces the
@@ -44,10 +49,9 @@ pub struct Options {
     pub buffer: usize,
     /// Who checks tokens and access; `None` serves everyone (`--status-auth=false`).
     pub reviewer: Option<Arc<Reviewer>>,
-    /// Most concurrent `/apps/watch` streams.
-    pub max_streams: usize,
-    /// Most concurrent `/apps/watch` streams of one authenticated caller.
-    pub max_streams_per_caller: usize,
+    /// Most concurrent `/apps/watch` streams: overall, per caller, per ServiceAccount
+    /// namespace.
+    pub streams: Maximums,
     /// Where reviews, streams and refusals are counted.
     pub metrics: StatusMetrics,
 }
@@ -58,8 +62,11 @@ impl Options {
         Self {
             buffer,
             reviewer: None,
-            max_streams: 512,
-            max_streams_per_caller: 16,
+            streams: Maximums {
+                total: 512,
+                per_caller: 16,
+                per_namespace: 64,
+            },
             metrics: StatusMetrics::default(),
         }
     }
@@ -78,7 +85,7 @@ struct ApiState {
 /// The status routes over a hub, guarded and limited as `options` say; `synced` gates them with
 /// 503 until the cache is complete.
 pub fn router(hub: Arc<Hub>, synced: Arc<AtomicBool>, options: Options) -> Router {
-    let limits = StreamLimits::new(options.max_streams, options.max_streams_per_caller);
+    let limits = StreamLimits::new(options.streams);
     Router::new()
         .route("/apps", get(list))
         .route("/apps/watch", get(watch))
@@ -96,6 +103,12 @@ pub fn router(hub: Arc<Hub>, synced: Arc<AtomicBool>, options: Options) -> Route
 /// [`router`] without authentication, with a chosen per-subscriber queue length.
 pub fn router_with_buffer(hub: Arc<Hub>, synced: Arc<AtomicBool>, buffer: usize) -> Router {
     router(hub, synced, Options::unauthenticated(buffer))
+}
+
+/// 400 for a name no app can have.
+fn bad_name(error: BadName) -> Response {
+    let body = Json(json!({ "error": error.to_string() }));
+    (StatusCode::BAD_REQUEST, body).into_response()
 }
 
 fn not_synced() -> Response {
@@ -145,9 +158,7 @@ impl Checked {
             .iter()
             .map(|ns| Attributes::apps(Verb::List, Some(ns), None))
             .collect();
-        let answers =
-            futures::future::join_all(asks.iter().map(|a| self.reviewer.check(&self.caller, a)))
-                .await;
+        let answers = self.reviewer.check_all(&self.caller, &asks).await;
         let mut allowed = BTreeSet::new();
         for (ns, answer) in namespaces.into_iter().zip(answers) {
             if answer? == Access::Allowed {
@@ -161,9 +172,14 @@ impl Checked {
     }
 }
 
-/// What every route checks first: the cache has synced, then who the caller is (`None` when
-/// status is unauthenticated).
-async fn gate(s: &ApiState, headers: &HeaderMap) -> Result<Option<Checked>, Response> {
+/// What every route checks first: the names it was given, the cache has synced, then who the
+/// caller is (`None` when status is unauthenticated).
+async fn gate(
+    s: &ApiState,
+    headers: &HeaderMap,
+    names: Result<(), BadName>,
+) -> Result<Option<Checked>, Response> {
+    names.map_err(bad_name)?;
     if !s.synced.load(Ordering::Acquire) {
         return Err(not_synced());
     }
@@ -177,7 +193,7 @@ async fn list(
     headers: HeaderMap,
     Query(filter): Query<Filter>,
 ) -> Response {
-    let checked = match gate(&s, &headers).await {
+    let checked = match gate(&s, &headers, names::check_filter(&filter)).await {
         Ok(checked) => checked,
         Err(response) => return response,
     };
@@ -198,7 +214,7 @@ async fn one(
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     // Access first: a caller without it learns nothing, not even whether the app exists.
-    let checked = match gate(&s, &headers).await {
+    let checked = match gate(&s, &headers, names::check_path(&namespace, &name)).await {
         Ok(checked) => checked,
         Err(response) => return response,
     };
@@ -233,7 +249,7 @@ async fn watch(
     headers: HeaderMap,
     Query(filter): Query<Filter>,
 ) -> Response {
-    let recheck = match gate(&s, &headers).await {
+    let recheck = match gate(&s, &headers, names::check_filter(&filter)).await {
         Ok(None) => None,
         Ok(Some(c)) => {
             let needs = watch_needs(&filter);
@@ -332,7 +348,7 @@ struct Recheck {
 
 impl Recheck {
     fn new(checked: Checked, needs: Attributes) -> Self {
-        let next = tokio::time::Instant::now() + checked.reviewer.ttl();
+        let next = tokio::time::Instant::now() + checked.reviewer.recheck();
         Self {
             checked,
             needs,
@@ -340,12 +356,13 @@ impl Recheck {
         }
     }
 
-    /// Token and access again (through the cache: a fresh review once the answer expired).
+    /// Token and access again (through the cache: a fresh review once the answer expired; a
+    /// stream over the review budgets ends, never goes on unchecked).
     async fn still_allowed(&mut self) -> Result<(), Refusal> {
         let reviewer = &self.checked.reviewer;
         let caller = reviewer.reauthenticate(&self.checked.caller).await?;
         reviewer.require(&caller, self.needs.clone()).await?;
-        self.next = tokio::time::Instant::now() + reviewer.ttl();
+        self.next = tokio::time::Instant::now() + reviewer.recheck();
         Ok(())
     }
 }
@@ -371,7 +388,7 @@ impl Streaming {
                 event = self.sub.next() => return encode(&event, self.sse),
                 () = tokio::time::sleep_until(recheck.next) => {
                     if let Err(refusal) = recheck.still_allowed().await {
-                        tracing::info!(user = %recheck.checked.caller.user.username, reason = %refusal, "status watch stream cut off");
+                        tracing::info!(user = ?recheck.checked.caller.user.username, reason = ?refusal.to_string(), "status watch stream cut off");
                         self.metrics.watch_cut.inc();
                         self.ended = true;
                         return encode_end(&refusal, self.sse);

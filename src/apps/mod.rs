@@ -1,15 +1,18 @@
 //! The status API: `/apps`, `/apps/{namespace}/{name}` and `/apps/watch` over the watch loop's
 //! cache, for callers the API server vouches for.
 //!
-//! [`http`] serves the routes; [`access`] holds the pure parts (bearer headers, the decision
-//! cache, the namespace filter, stream limits); [`auth`] asks the API server (TokenReview,
-//! SubjectAccessReview, through [`reviews`]). Reads the loop's hub; never writes to the cluster.
+//! [`http`] serves the routes; [`names`] checks the names a request carries before anything
+//! else; [`access`] holds the pure parts of access control (bearer headers, attributes, the
+//! namespace filter); [`streams`] counts open streams against their limits; [`auth`] asks the
+//! API server (TokenReview, SubjectAccessReview) within its caches and budgets. Reads the loop's
+//! hub; never writes to the cluster.
 
 pub mod access;
 pub mod args;
 pub mod auth;
 pub mod http;
-pub mod reviews;
+pub mod names;
+pub mod streams;
 
 use std::sync::Arc;
 
@@ -35,8 +38,11 @@ pub fn router(
     let options = http::Options {
         buffer: handle.watch_buffer,
         reviewer,
-        max_streams: status.max_watch_streams,
-        max_streams_per_caller: status.max_watch_streams_per_caller,
+        streams: streams::Maximums {
+            total: status.max_watch_streams,
+            per_caller: status.max_watch_streams_per_caller,
+            per_namespace: status.max_watch_streams_per_namespace,
+        },
         metrics: metrics.clone(),
     };
     http::router(handle.hub.clone(), handle.synced.clone(), options)

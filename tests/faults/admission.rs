@@ -44,9 +44,16 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
                 status_auth: false,
                 status_auth_cache_ttl: Duration::from_secs(10),
                 status_auth_cache_size: 16,
+                status_auth_cache_bytes: 1 << 20,
                 status_auth_timeout: Duration::from_secs(2),
+                status_auth_audiences: Vec::new(),
+                status_auth_new_token_rate: 20,
+                status_auth_caller_rate: 20,
+                status_auth_max_in_flight: 16,
+                status_watch_recheck: Duration::from_secs(10),
                 max_watch_streams: 16,
                 max_watch_streams_per_caller: 4,
+                max_watch_streams_per_namespace: 16,
                 metrics_auth: false,
             };
             let metrics = ksvc_webhook::apps::auth::StatusMetrics::default();

@@ -36,12 +36,6 @@ const LAYERS: [&str; 8] = [
     "cli",
 ];
 
-/// Circles tolerated for now: a folder below `src/` and the files of its circle.
-const ALLOWED_CIRCLES: &[(&str, &[&str])] = &[
-    // Temporary: removed when apps/auth.rs is split.
-    ("apps", &["auth", "reviews"]),
-];
-
 fn src_tree() -> Vec<Source> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
         for entry in std::fs::read_dir(dir).unwrap() {
@@ -93,14 +87,8 @@ fn no_folder_imports_from_a_layer_above_it() {
 #[test]
 fn no_import_circle_between_files_of_a_folder() {
     let found = circles(&src_tree());
-    let allowed = |c: &&Circle| {
-        ALLOWED_CIRCLES
-            .iter()
-            .any(|(folder, files)| c.folder == *folder && c.files == *files)
-    };
     let report: Vec<String> = found
         .iter()
-        .filter(|c| !allowed(c))
         .map(|c| {
             format!(
                 "src/{}: {}\n  {}",
@@ -111,14 +99,6 @@ fn no_import_circle_between_files_of_a_folder() {
         })
         .collect();
     assert!(report.is_empty(), "import circles:\n{}", report.join("\n"));
-    for (folder, files) in ALLOWED_CIRCLES {
-        assert!(
-            found
-                .iter()
-                .any(|c| c.folder == *folder && c.files == *files),
-            "src/{folder}: {files:?} no longer import each other; delete their ALLOWED_CIRCLES entry"
-        );
-    }
 }
 
 #[test]

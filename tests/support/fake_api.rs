@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 mod admit;
-mod authn;
+pub mod authn;
 mod routes;
 
 type Key = (String, String, String); // resource, namespace, name

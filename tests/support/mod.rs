@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 pub mod fake_api;
+pub mod status_api;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Container, Volume};
 use serde_json::Value;
 
 use super::{Problem, RawTemplate, params};
+use crate::admission::naming::dns1123_problem;
 
 /// Env names Knative sets itself (`PORT` only on the user container, but a sidecar has no port).
 pub const RESERVED_ENV: [&str; 4] = ["PORT", "K_SERVICE", "K_CONFIGURATION", "K_REVISION"];
@@ -101,21 +102,6 @@ fn problem(path: impl Into<String>, problem: impl Into<String>) -> Problem {
         path: path.into(),
         problem: problem.into(),
     }
-}
-
-/// Why `value` is not a DNS-1123 label (a container or volume name), or `None`.
-fn dns1123_problem(value: &str) -> Option<&'static str> {
-    let shape = !value.is_empty()
-        && value.len() <= 63
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !value.starts_with('-')
-        && !value.ends_with('-');
-    (!shape).then_some(
-        "is not a DNS-1123 label: use 1 to 63 lower-case letters, digits and '-', \
-         starting and ending with a letter or digit",
-    )
 }
 
 fn check_template(name: &str, template: &RawTemplate, out: &mut Vec<Problem>) {

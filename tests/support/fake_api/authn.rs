@@ -1,7 +1,11 @@
 //! The fake's delegated authentication and authorization: `POST tokenreviews` and
 //! `POST subjectaccessreviews` answered from the tokens and grants a test sets with
 //! [`FakeApi::add_token`] and [`FakeApi::grant`] (kept as `fake-tokens` / `fake-grants` objects
-//! in the fake's store, so the requests are recorded and counted like any other).
+//! in the fake's store, so the requests are recorded and counted like any other). Tokens carry
+//! audiences as the API server checks them: a TokenReview's `spec.audiences` (or, without it,
+//! the API server's own [`API_AUDIENCE`]) must meet the token's, and the answer names the
+//! audiences both have; [`FakeApi::add_audience_unaware_token`] plays an authenticator that
+//! ignores audiences.
 
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
@@ -12,12 +16,34 @@ use super::FakeApi;
 const TOKENS: &str = "fake-tokens";
 const GRANTS: &str = "fake-grants";
 
+/// The API server's own audience: that of every token [`FakeApi::add_token`] adds.
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// The fake authenticator's words for a token it rejects (a test checks they are not relayed).
+pub const REJECTION: &str = "invalid bearer token: fake authenticator has no such token";
+
 impl FakeApi {
-    /// Accept `token` as `user` (member of `groups`) in TokenReviews.
+    /// Accept `token` as `user` (member of `groups`) in TokenReviews, for the API server's
+    /// audience.
     pub fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
+        self.add_token_for(token, user, groups, &[API_AUDIENCE]);
+    }
+
+    /// Accept `token` as `user` in TokenReviews for `audiences` (as `kubectl create token
+    /// --audience` mints them).
+    pub fn add_token_for(&self, token: &str, user: &str, groups: &[&str], audiences: &[&str]) {
         self.put(
             TOKENS,
-            json!({"metadata": {"name": token}, "user": user, "groups": groups}),
+            json!({"metadata": {"name": token}, "user": user, "groups": groups, "audiences": audiences}),
+        );
+    }
+
+    /// Accept `token` as `user` whatever audience is asked, answering none (an authenticator
+    /// that does not know about audiences, such as some webhook token authenticators).
+    pub fn add_audience_unaware_token(&self, token: &str, user: &str) {
+        self.put(
+            TOKENS,
+            json!({"metadata": {"name": token}, "user": user, "groups": [], "unaware": true}),
         );
     }
 
@@ -68,11 +94,24 @@ pub(super) fn answer(
 
 fn token_review(fake: &FakeApi, body: &Value) -> Value {
     let token = body["spec"]["token"].as_str().unwrap_or_default();
-    match fake.get(TOKENS, "", token) {
-        Some(known) => json!({"authenticated": true,
-            "user": {"username": known["user"], "uid": format!("uid-{}", known["user"].as_str().unwrap()),
-                     "groups": known["groups"]}}),
-        None => json!({"authenticated": false, "error": "invalid bearer token"}),
+    let Some(known) = fake.get(TOKENS, "", token) else {
+        return json!({"authenticated": false, "error": REJECTION});
+    };
+    let user = json!({"username": known["user"], "uid": format!("uid-{}", known["user"].as_str().unwrap()),
+                      "groups": known["groups"]});
+    if known["unaware"] == true {
+        return json!({"authenticated": true, "user": user});
+    }
+    let asked: Vec<Value> = match body["spec"]["audiences"].as_array() {
+        Some(asked) if !asked.is_empty() => asked.clone(),
+        _ => vec![json!(API_AUDIENCE)],
+    };
+    let mine = known["audiences"].as_array().cloned().unwrap_or_default();
+    let both: Vec<&Value> = asked.iter().filter(|a| mine.contains(a)).collect();
+    match both.is_empty() {
+        true => json!({"authenticated": false,
+                       "error": format!("{REJECTION} for audiences {asked:?} (it is for {mine:?})")}),
+        false => json!({"authenticated": true, "user": user, "audiences": both}),
     }
 }
 

@@ -1,8 +1,10 @@
 //! The two API calls of the status API's access checks, each bounded by a timeout: a
-//! TokenReview (who is this token?) and a SubjectAccessReview (may this user do that?), with
-//! their answers mapped to [`Identity`] and [`Access`]. Decides nothing itself and caches
-//! nothing (that is [`super::auth`]'s); counts every call in [`StatusMetrics`].
+//! TokenReview (who is this token, for which audiences?) and a SubjectAccessReview (may this
+//! user do that?), with their answers mapped to [`Identity`] and [`Access`]. Decides nothing
+//! itself and caches nothing (that is [`super::flight`]'s); counts every call in
+//! [`StatusMetrics`]; logs the API server's reasons at debug, and never passes them on.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenReviewStatus};
@@ -12,8 +14,10 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-use super::access::{Access, Attributes, GROUP, Identity, RESOURCE, User};
-use super::auth::{Answer, StatusMetrics};
+use super::flight::Answer;
+use super::metrics::StatusMetrics;
+use crate::admission::naming::floor_char_boundary;
+use crate::apps::access::{Access, Attributes, GROUP, Identity, RESOURCE, User};
 use crate::cluster::rbac::ApiCall;
 use crate::report::error_chain;
 
@@ -24,30 +28,43 @@ pub const API_CALLS: &[ApiCall] = &[
     ApiCall::new("authorization.k8s.io", "subjectaccessreviews", "create"),
 ];
 
-/// Who `token` belongs to, as the API server says.
+/// The longest authorizer's reason kept with a denial (it is logged, never sent on).
+const MAX_REASON_BYTES: usize = 256;
+
+/// What every call needs: a client, its timeout, and where it is counted.
+#[derive(Clone)]
+pub(super) struct Call {
+    pub client: Client,
+    pub timeout: Duration,
+    pub metrics: StatusMetrics,
+}
+
+/// Who `token` belongs to, as the API server says. With `audiences`, the token must be valid
+/// for one of them, and the answer must say so (an authenticator that ignores audiences
+/// answers none, and the token is refused).
 pub(super) async fn token_review(
-    client: Client,
+    call: Call,
     token: String,
-    timeout: Duration,
-    metrics: StatusMetrics,
+    audiences: Arc<[String]>,
 ) -> Answer<Identity> {
     let review = TokenReview {
         spec: TokenReviewSpec {
             token,
-            audiences: None,
+            audiences: (!audiences.is_empty()).then(|| audiences.to_vec()),
         },
         ..TokenReview::default()
     };
-    let api: Api<TokenReview> = Api::all(client);
-    let call = crate::cluster::call::timed("create a TokenReview", timeout, async {
+    let api: Api<TokenReview> = Api::all(call.client);
+    let metrics = call.metrics;
+    let sent = crate::cluster::call::timed("create a TokenReview", call.timeout, async {
         api.create(&PostParams::default(), &review).await
     });
-    match call.await {
+    match sent.await {
         Ok(done) => {
-            let identity = identity_of(done.status.unwrap_or_default());
+            let identity = identity_of(done.status.unwrap_or_default(), &audiences);
             let result = match identity {
                 Identity::User(_) => "allowed",
-                Identity::Rejected(_) => "denied",
+                Identity::Rejected => "denied",
             };
             metrics.review("token", result);
             Ok(identity)
@@ -60,8 +77,14 @@ pub(super) async fn token_review(
     }
 }
 
-fn identity_of(status: TokenReviewStatus) -> Identity {
+fn identity_of(status: TokenReviewStatus, audiences: &[String]) -> Identity {
+    let answered = status.audiences.unwrap_or_default();
+    let for_us = audiences.is_empty() || answered.iter().any(|a| audiences.contains(a));
     match (status.authenticated, status.user) {
+        (Some(true), _) if !for_us => {
+            tracing::debug!(answered = ?answered, accepted = ?audiences, "TokenReview: the token is for none of the accepted audiences");
+            Identity::Rejected
+        }
         (Some(true), Some(user)) => match user.username {
             Some(username) if !username.is_empty() => Identity::User(User {
                 username,
@@ -69,10 +92,23 @@ fn identity_of(status: TokenReviewStatus) -> Identity {
                 groups: user.groups.unwrap_or_default(),
                 extra: user.extra.unwrap_or_default(),
             }),
-            _ => Identity::Rejected(Some("the token names no user".into())),
+            _ => {
+                tracing::debug!("TokenReview: the token names no user");
+                Identity::Rejected
+            }
         },
-        _ => Identity::Rejected(status.error),
+        _ => {
+            tracing::debug!(error = ?status.error, "TokenReview: the token is not accepted");
+            Identity::Rejected
+        }
     }
+}
+
+/// The authorizer's reason, cut to [`MAX_REASON_BYTES`].
+fn reason_of(reason: Option<String>) -> Option<String> {
+    let mut reason = reason.filter(|r| !r.is_empty())?;
+    reason.truncate(floor_char_boundary(&reason, MAX_REASON_BYTES));
+    Some(reason)
 }
 
 /// The SubjectAccessReview asking whether `user` has `needs`.
@@ -115,22 +151,18 @@ pub(super) fn review_of(user: &User, needs: &Attributes) -> SubjectAccessReview 
 }
 
 /// Whether `user` has `needs`, as the API server says.
-pub(super) async fn access_review(
-    client: Client,
-    review: SubjectAccessReview,
-    timeout: Duration,
-    metrics: StatusMetrics,
-) -> Answer<Access> {
-    let api: Api<SubjectAccessReview> = Api::all(client);
-    let call = crate::cluster::call::timed("create a SubjectAccessReview", timeout, async {
+pub(super) async fn access_review(call: Call, review: SubjectAccessReview) -> Answer<Access> {
+    let api: Api<SubjectAccessReview> = Api::all(call.client);
+    let metrics = call.metrics;
+    let sent = crate::cluster::call::timed("create a SubjectAccessReview", call.timeout, async {
         api.create(&PostParams::default(), &review).await
     });
-    match call.await {
+    match sent.await {
         Ok(done) => {
             let status = done.status.unwrap_or_default();
             let access = match status.allowed && status.denied != Some(true) {
                 true => Access::Allowed,
-                false => Access::Denied(status.reason.filter(|r| !r.is_empty())),
+                false => Access::Denied(reason_of(status.reason)),
             };
             let result = match access {
                 Access::Allowed => "allowed",
