@@ -132,9 +132,15 @@ async fn row(verb: &'static str, resource: &'static str, fault: Fault) -> Outcom
     let logs = Logs::default();
     let dir = tempfile::tempdir().unwrap();
     let leader = tokio::sync::watch::channel(true).1;
-    let started = certmgr::start(fake.client(), &args(), leader, dir.path().into())
-        .with_subscriber(logs.dispatch())
-        .await;
+    let started = certmgr::start(
+        fake.client(),
+        &args(),
+        leader,
+        dir.path().into(),
+        Default::default(),
+    )
+    .with_subscriber(logs.dispatch())
+    .await;
     let recovered = Instant::now();
     let call = format!("{resource} {verb}");
     let task = started.unwrap_or_else(|e| panic!("{call} × {fault:?}: {e:#}"));

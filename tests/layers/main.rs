@@ -21,7 +21,7 @@ mod source;
 
 use std::path::Path;
 
-use graph::{Circle, circles, upward};
+use graph::{circles, upward};
 use source::{Source, tree};
 
 /// Lowest first.
