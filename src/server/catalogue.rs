@@ -51,6 +51,10 @@ impl CatalogueReloader {
             "Sidecar catalogue reloads by result (ok or error)",
             reloads.clone(),
         );
+        // Both results exist from the first scrape on, so the first error shows in a rate.
+        for result in ["ok", "error"] {
+            reloads.get_or_create(&ResultLabel { result }).inc_by(0);
+        }
         Self {
             path,
             policy,

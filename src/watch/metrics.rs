@@ -81,6 +81,16 @@ impl Metrics {
             "Writes made as leader, by action",
             self.writes.clone(),
         );
+        // Every action and error kind exists from the first scrape on, so the first of each
+        // shows in a rate.
+        for action in ["stop_edits", "delete_revision", "event"] {
+            self.writes
+                .get_or_create(&vec![("action", action)])
+                .inc_by(0);
+        }
+        for kind in ["watch", "write", "event", "lease", "connect"] {
+            self.error_counter(kind);
+        }
         r.register(
             "writes_in_flight",
             "Apps whose writes are queued or running",

@@ -38,12 +38,25 @@ impl StatusMetrics {
         let refused =
             "Requests refused before a review was sent: rate_limited (429) or overloaded (503)";
         r.register("refused", refused, self.refused.clone());
+        // Every refusal exists from the first scrape on, so the first one shows in a rate.
+        for kind in ["token", "access"] {
+            for reason in ["rate_limited", "overloaded"] {
+                self.refused
+                    .get_or_create(&vec![("kind", kind), ("reason", reason)])
+                    .inc_by(0);
+            }
+        }
         let bytes = "Bytes the cached TokenReview and SubjectAccessReview answers take";
         r.register("cache_bytes", bytes, self.cache_bytes.clone());
         let streams = "Open /apps/watch streams";
         r.register("watch_streams", streams, self.watch_streams.clone());
         let rejected = "/apps/watch streams refused with 429, by limit";
         r.register("watch_rejected", rejected, self.watch_rejected.clone());
+        for limit in ["total", "per_caller", "per_namespace"] {
+            self.watch_rejected
+                .get_or_create(&vec![("limit", limit)])
+                .inc_by(0);
+        }
         let cut = "/apps/watch streams ended because the caller's access was revoked";
         r.register("watch_cut", cut, self.watch_cut.clone());
     }
