@@ -536,6 +536,60 @@ fn the_optional_network_policy_guards_the_webhook_port_of_its_pods() {
 }
 
 #[test]
+fn the_monitoring_component_scrapes_the_pods_and_ships_its_dashboard() {
+    let Some(m) = Rendered::of("manifests/overlays/monitoring") else {
+        eprintln!("kubectl not found: monitoring overlay not rendered (skipped)");
+        return;
+    };
+    let deploy: Deployment = m.one("Deployment");
+    let pod_labels = deploy
+        .spec
+        .template
+        .metadata
+        .clone()
+        .unwrap()
+        .labels
+        .unwrap();
+    let monitor = m.all("PodMonitor")[0].clone();
+    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
+        assert_eq!(
+            pod_labels.get(key).map(String::as_str),
+            value.as_str(),
+            "{key}"
+        );
+    }
+    let port = &monitor["spec"]["podMetricsEndpoints"][0]["port"];
+    let c = container(&deploy);
+    assert!(
+        c.ports
+            .iter()
+            .flatten()
+            .any(|p| p.name.as_deref() == port.as_str())
+    );
+    assert_eq!(m.all("PrometheusRule").len(), 1);
+    let dashboard = m
+        .all("ConfigMap")
+        .into_iter()
+        .map(|v| serde_json::from_value::<ConfigMap>(v.clone()).unwrap())
+        .find(|c| c.metadata.name.as_deref() == Some("ksvc-webhook-dashboard"))
+        .unwrap();
+    let labels = dashboard.metadata.labels.unwrap();
+    assert_eq!(labels["grafana_dashboard"], "1");
+    let json: Value = serde_json::from_str(&dashboard.data.unwrap()["ksvc-webhook.json"]).unwrap();
+    assert_eq!(json["uid"], "ksvc-webhook");
+    // The base install stays free of the Prometheus Operator's CRDs.
+    let base = Rendered::base();
+    assert!(
+        base.0
+            .iter()
+            .all(|d| d["apiVersion"] != "monitoring.coreos.com/v1")
+    );
+}
+
+#[test]
 fn the_pod_is_hardened_and_drains_before_it_is_killed() {
     let m = Rendered::base();
     let deploy: Deployment = m.one("Deployment");
