@@ -262,6 +262,16 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
         Err(err) => return Decision::failed(format!("cannot compute the spec SHA: {err}")),
     };
     let patch = ed.into_patch();
+    let after = validate::after_edits(&validate::Input {
+        operation,
+        object: &object,
+        old_object: stored.as_ref(),
+        namespace: &namespace,
+        domain_template: &policy.domain_template,
+    });
+    if !after.is_empty() {
+        return Decision::deny(after);
+    }
     if let Some(app) = app_name.as_ref().filter(|a| a.hashed) {
         warnings.push(format!(
             "name hashed to {:?} to fit 63 characters: {{app_fqdn}}-based calls will not resolve this app by its app name",

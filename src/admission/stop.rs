@@ -4,11 +4,16 @@
 //! template annotation `autoscaling.knative.dev/min-scale: "0"` (plus `initial-scale: "0"` when
 //! the cluster allows zero initial scale). What each key held before — a value, or nothing — is
 //! recorded in the `flyte.org/stop-restore` annotation, so starting again restores exactly what
-//! the user had. On an UPDATE that turns the label on, that record is taken from the stored object
-//! (the running app), not from the stopping write, which may carry the stopped values already (the
-//! platform stops in one merge patch). Where the cluster refuses `initial-scale: "0"`, a stopping
-//! write's zero initial scale is undone with a warning ([`drop_zero_initial_scale`]). Edits go through [`Editor`], so an object already in the right state yields no
-//! operation and the template (hence the Knative revision) changes only when it must.
+//! the user had. Where the cluster refuses `initial-scale: "0"`, a stopping write's zero initial
+//! scale is undone with a warning ([`drop_zero_initial_scale`]). Edits go through [`Editor`], so
+//! an object already in the right state yields no operation and the template (hence the Knative
+//! revision) changes only when it must.
+//!
+//! The record is trusted only where it came from the webhook ([`record_for`], [`record_rules`]):
+//! it may name only the keys a stop sets; on UPDATE the stored object's record is the one that
+//! counts (a stop records what the stored, running app had, since the platform stops in one merge
+//! patch that carries the stopped values already); a write that would start the app with a record
+//! it brought or changed is refused, and so is a running app's CREATE that brings one.
 
 use std::collections::BTreeMap;
 
@@ -16,8 +21,14 @@ use crate::json::Node;
 use serde::{Deserialize, Serialize};
 
 use crate::admission::ksvc;
+use crate::admission::validate::{Operation, Violation, violation};
 use crate::json::edit::Editor;
 use crate::keys;
+
+/// The rule id of a record naming a key a stop never sets.
+pub const RULE_KEYS: &str = "stop-record-keys";
+/// The rule id of a record the write brought or changed where it would be applied.
+pub const RULE_UNTRUSTED: &str = "stop-record-untrusted";
 
 /// Where a stop-controlled key lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +53,32 @@ pub struct Restore {
 }
 
 impl Restore {
+    /// The entries naming a key no stop sets, as `labels[KEY]` / `templateAnnotations[KEY]`.
+    fn foreign(&self) -> Vec<String> {
+        let labels = self
+            .labels
+            .keys()
+            .filter(|k| !is_stop_key(Place::ServiceLabel, k));
+        let template = self
+            .template_annotations
+            .keys()
+            .filter(|k| !is_stop_key(Place::TemplateAnnotation, k));
+        labels
+            .map(|k| format!("labels[{k}]"))
+            .chain(template.map(|k| format!("templateAnnotations[{k}]")))
+            .collect()
+    }
+
+    /// The record without the entries naming a key no stop sets (a record admitted before the
+    /// webhook checked them keeps only what a stop could have written).
+    fn only_stop_keys(mut self) -> Self {
+        self.labels
+            .retain(|k, _| is_stop_key(Place::ServiceLabel, k));
+        self.template_annotations
+            .retain(|k, _| is_stop_key(Place::TemplateAnnotation, k));
+        self
+    }
+
     fn slot(&mut self, place: Place) -> &mut BTreeMap<String, Option<String>> {
         match place {
             Place::ServiceLabel => &mut self.labels,
@@ -57,27 +94,152 @@ pub fn restore_record(doc: &Node) -> Result<Option<Restore>, serde_json::Error> 
         .transpose()
 }
 
-/// The record a write converges with: the object's own (else, on a stopped app, the stored
-/// object's), except on an UPDATE that turns the stop label on. Then it is what the stored object (the running app) had for each key a stop sets, so
-/// a start brings back the running app, and removes what the stopping write added.
+/// The record a write converges with: only ever one the webhook wrote, and only its entries for
+/// the keys a stop sets.
+/// - CREATE (`stored` is `None`): the object's own ([`record_rules`] admit one only on a stopped
+///   app, naming only the stop keys).
+/// - An UPDATE that stops the app: what the stored object (the running app) had for each key a
+///   stop sets, so a start brings back the running app and removes what the stopping write added.
+/// - An UPDATE that keeps it stopped: the stored object's record; without one (the app was
+///   stopped past the webhook), what the stored object has for each stop key.
+/// - An UPDATE that runs the app: the stored object's record when the write still carries it (a
+///   start); none when the write dropped it.
+///
+/// A record the write brought or changed is never used.
 pub fn record_for(doc: &Node, stored: Option<&Node>, zero_initial_scale: bool) -> Option<Restore> {
-    match stored {
-        Some(old) if ksvc::stopped(doc) && !ksvc::stopped(old) => {
-            let mut record = Restore::default();
-            for (place, key, _) in stop_keys(zero_initial_scale) {
-                let before = ksvc::get_str(old, &path_of(place, key)).map(str::to_string);
-                record.slot(place).insert(key.to_string(), before);
-            }
-            Some(record)
-        }
-        // A write to a stopped app that dropped the record (a replace from an old manifest)
-        // keeps the stored one.
-        Some(old) if ksvc::stopped(doc) && ksvc::stopped(old) => match restore_record(doc) {
-            Ok(None) => restore_record(old).ok().flatten(),
-            own => own.ok().flatten(),
+    let Some(old) = stored else {
+        return restore_record(doc).ok().flatten();
+    };
+    let kept = || {
+        restore_record(old)
+            .ok()
+            .flatten()
+            .map(Restore::only_stop_keys)
+    };
+    match (ksvc::stopped(doc), ksvc::stopped(old)) {
+        (true, false) => Some(recorded_from(old, zero_initial_scale)),
+        (true, true) => kept().or_else(|| Some(recorded_from(old, zero_initial_scale))),
+        (false, _) => match restore_record(doc) {
+            Ok(Some(_)) => kept(),
+            _ => None,
         },
-        _ => restore_record(doc).ok().flatten(),
     }
+}
+
+/// What `old` has for each key a stop sets.
+fn recorded_from(old: &Node, zero_initial_scale: bool) -> Restore {
+    let mut record = Restore::default();
+    for (place, key, _) in stop_keys(zero_initial_scale) {
+        let before = ksvc::get_str(old, &path_of(place, key)).map(str::to_string);
+        record.slot(place).insert(key.to_string(), before);
+    }
+    record
+}
+
+/// The rules of the record a write carries, when it brought or changed it (the stored object's
+/// record, carried unchanged, is the webhook's): it names only the keys a stop sets
+/// (`stop-record-keys`), and it is not one a start would apply — neither on a running app's
+/// CREATE nor on an UPDATE that leaves the app running (`stop-record-untrusted`). On an UPDATE that
+/// leaves the app stopped, the webhook replaces it with the stored object's ([`record_for`]).
+pub fn record_rules(
+    operation: Operation,
+    doc: &Node,
+    stored: Option<&Node>,
+    out: &mut Vec<Violation>,
+) {
+    // Absent, or unreadable (the `stop-record` rule says so).
+    let Ok(Some(record)) = restore_record(doc) else {
+        return;
+    };
+    let kept = stored.and_then(|old| restore_record(old).ok().flatten());
+    if kept.as_ref() == Some(&record) {
+        return;
+    }
+    out.extend(foreign_keys(&record));
+    if ksvc::stopped(doc) {
+        return;
+    }
+    let problem = match (operation, kept) {
+        (Operation::Create, _) => {
+            "is brought by the CREATE of a running app; the webhook writes this record when it \
+             stops an app, and only that record is applied by a start"
+        }
+        (Operation::Update, Some(_)) => {
+            "differs from the stored object's; a start applies only the record the webhook wrote \
+             when it stopped the app"
+        }
+        (Operation::Update, None) => {
+            "is not on the stored object; a start applies only the record the webhook wrote when \
+             it stopped the app"
+        }
+    };
+    out.push(violation(
+        RULE_UNTRUSTED,
+        record_path(),
+        problem,
+        "remove the annotation from this write (or write back the stored one unchanged)",
+    ));
+}
+
+/// What every object the webhook admits holds true of its record, checked on the object after
+/// the edits: it is readable, names only the keys a stop sets, and is gone once the app runs.
+pub fn admitted_record_rules(doc: &Node, out: &mut Vec<Violation>) {
+    let record = match restore_record(doc) {
+        Ok(Some(record)) => record,
+        Ok(None) => return,
+        Err(err) => {
+            out.push(unreadable(&err));
+            return;
+        }
+    };
+    out.extend(foreign_keys(&record));
+    if !ksvc::stopped(doc) {
+        out.push(violation(
+            RULE_UNTRUSTED,
+            record_path(),
+            "is left on a running app",
+            "remove the annotation; a start applies the record and removes it",
+        ));
+    }
+}
+
+/// The `stop-record` violation of a record that cannot be read.
+pub fn unreadable(err: &serde_json::Error) -> Violation {
+    violation(
+        "stop-record",
+        record_path(),
+        format!("cannot be read ({err})"),
+        "remove it; the webhook writes it when the app is stopped",
+    )
+}
+
+/// The `stop-record-keys` violation of a record naming a key no stop sets, if it does.
+fn foreign_keys(record: &Restore) -> Option<Violation> {
+    let foreign = record.foreign();
+    if foreign.is_empty() {
+        return None;
+    }
+    let allowed: Vec<String> = stop_keys(true)
+        .iter()
+        .map(|(place, key, _)| match place {
+            Place::ServiceLabel => format!("labels[{key}]"),
+            Place::TemplateAnnotation => format!("templateAnnotations[{key}]"),
+        })
+        .collect();
+    Some(violation(
+        RULE_KEYS,
+        record_path(),
+        format!(
+            "names {}, which a stop never sets (a record may name only {})",
+            foreign.join(", "),
+            allowed.join(", ")
+        ),
+        "remove the annotation; the webhook writes it when the app is stopped",
+    ))
+}
+
+fn record_path() -> String {
+    format!("metadata.annotations[{}]", keys::ANNOTATION_STOP_RESTORE)
 }
 
 /// Where the cluster refuses `initial-scale: "0"` (no `--allow-zero-initial-scale`): on a stopped
@@ -125,6 +287,13 @@ fn stop_keys(zero_initial_scale: bool) -> Vec<(Place, &'static str, &'static str
         ));
     }
     keys
+}
+
+/// Whether a stop sets `key` at `place` (whatever the cluster allows).
+fn is_stop_key(place: Place, key: &str) -> bool {
+    stop_keys(true)
+        .iter()
+        .any(|(p, k, _)| *p == place && *k == key)
 }
 
 fn path_of(place: Place, key: &str) -> Vec<&str> {
@@ -224,10 +393,12 @@ mod tests {
             }
             assert_eq!(record.template_annotations, want, "zero={zero}");
         }
-        // Not a transition: the object's own record (none here).
+        // Kept stopped, with no stored record (stopped past the webhook): what the stored
+        // object has; a CREATE: the object's own (none here).
+        let stored = record_for(&one_write_stop, Some(&one_write_stop), false).unwrap();
         assert_eq!(
-            record_for(&one_write_stop, Some(&one_write_stop), false),
-            None
+            stored.template_annotations,
+            BTreeMap::from([(keys::ANNOTATION_MIN_SCALE.to_string(), Some("0".into()))])
         );
         assert_eq!(record_for(&one_write_stop, None, false), None);
     }
