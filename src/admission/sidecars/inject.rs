@@ -12,8 +12,8 @@
 //! template's serving port is handed over (and back) by `handover.rs`, and recorded beside.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
+use super::edited::{edited, put_back_if_edited};
 use super::handover::{self, Handover};
 use super::{Params, Template};
 use crate::admission::ksvc;
@@ -253,10 +253,6 @@ fn changes(previous: &Status, wanted: &[Injected]) -> Vec<String> {
         .collect()
 }
 
-/// The fields Knative's defaulting writes into every container: an injected copy may hold them
-/// beside, or within, what its template sets and still be as injected.
-const DEFAULTED: [&str; 3] = ["resources", "readinessProbe", "securityContext"];
-
 /// Append each of `t`'s items of `kind` that the object does not hold yet, filled from `params`;
 /// the container a handover names gets the serving port. When `kept` (the template's copy is
 /// current), a copy that is no longer as injected — edited in place — is put back where it is.
@@ -291,69 +287,6 @@ fn add_or_put_back<'t>(
         }
     }
     put_back
-}
-
-/// Put `filled` in place of the copy at `at` when the copy is not it as injected (edited in place);
-/// what Knative's defaulting wrote beside the template stays, as Knative would write it again.
-fn put_back_if_edited<'a>(
-    ed: &mut Editor<'_, 'a>,
-    kind: Kind,
-    at: usize,
-    mut filled: Node<'a>,
-) -> bool {
-    let copy = ksvc::get(ed.doc(), kind.path())
-        .and_then(Node::as_array)
-        .and_then(|list| list.get(at))
-        .map(Node::to_json);
-    let Some(copy) = copy.filter(|c| !as_injected(kind, c, &filled.to_json())) else {
-        return false;
-    };
-    if let (Kind::Container, Some(map)) = (kind, filled.as_object_mut()) {
-        for key in DEFAULTED {
-            if let Some(value) = copy.get(key).filter(|_| map.get(key).is_none()) {
-                map.insert(key, Node::from_json(value.clone()));
-            }
-        }
-    }
-    let at = at.to_string();
-    ed.set(&[kind.path(), &[at.as_str()]].concat(), filled);
-    true
-}
-
-/// Whether `copy` is `fresh` (the template filled in now) as injected: equal, but for the
-/// [`DEFAULTED`] fields of a container, which it may hold or hold more of.
-fn as_injected(kind: Kind, copy: &Value, fresh: &Value) -> bool {
-    let (Some(copy), Some(fresh)) = (copy.as_object(), fresh.as_object()) else {
-        return copy == fresh;
-    };
-    let defaulted = |key: &str| kind == Kind::Container && DEFAULTED.contains(&key);
-    copy.keys().all(|k| fresh.contains_key(k) || defaulted(k))
-        && fresh.iter().all(|(k, want)| match copy.get(k) {
-            Some(have) if defaulted(k) => holds(have, want),
-            Some(have) => have == want,
-            None => false,
-        })
-}
-
-/// Whether `have` holds all of `want`: maps may hold more members, everything else is equal.
-fn holds(have: &Value, want: &Value) -> bool {
-    match (have, want) {
-        (Value::Object(have), Value::Object(want)) => want
-            .iter()
-            .all(|(k, w)| have.get(k).is_some_and(|h| holds(h, w))),
-        _ => have == want,
-    }
-}
-
-/// The warning for a copy put back.
-fn edited(kind: Kind, name: &str, template: &str) -> String {
-    format!(
-        "sidecar {} {name:?} of template {template:?} was edited in place: put back as the \
-         catalogue has it (the spec SHA covers only your containers); change the catalogue \
-         instead, or opt out with {}: none",
-        kind.label(),
-        keys::ANNOTATION_SIDECAR_INJECT
-    )
 }
 
 fn position(doc: &Node, path: &[&str], name: &str) -> Option<usize> {
