@@ -10,7 +10,6 @@ use ksvc_webhook::watch::args::WatchArgs;
 
 use crate::common::{SLACK, since_fault};
 use crate::harness;
-use crate::startup::kubeconfig;
 use crate::support::FakeApi;
 use crate::support::fake_api::Fault;
 
@@ -24,7 +23,7 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
     let dir = tempfile::tempdir().unwrap();
     let args = WatchArgs {
         no_watch: false,
-        kubeconfig: Some(kubeconfig(&fake, dir.path())),
+        kubeconfig: Some(fake.kubeconfig(dir.path())),
         watch_namespace: None,
         lease_namespace: Some("system".into()),
         lease_name: "ksvc-webhook-watch".into(),

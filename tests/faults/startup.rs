@@ -12,25 +12,11 @@ use crate::support::fake_api::Fault;
 const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
 const BUDGET_SECS: u64 = 3;
 
-/// A kubeconfig in `dir` for the fake (plain HTTP, namespace ksvc-system).
-pub fn kubeconfig(fake: &FakeApi, dir: &std::path::Path) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    let config = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
-         clusters: [{{name: fake, cluster: {{server: 'http://{}'}}}}]\n\
-         users: [{{name: fake, user: {{}}}}]\n\
-         contexts: [{{name: fake, context: {{cluster: fake, user: fake, namespace: ksvc-system}}}}]\n",
-        fake.addr
-    );
-    std::fs::write(&path, config).unwrap();
-    path
-}
-
 /// Run `serve` with self-managed certificates against `fake`; its exit status, stderr, stdout
 /// and how long it ran.
 async fn serve(fake: &FakeApi) -> (Option<i32>, String, String, Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig(fake, dir.path());
+    let kubeconfig = fake.kubeconfig(dir.path());
     let certs = dir.path().join("certs");
     let child = Command::new(BIN)
         .args([

@@ -113,6 +113,7 @@ impl Replica {
             synced: synced.clone(),
             leader: leader.clone(),
             metrics: metrics.clone(),
+            services: Default::default(),
         };
         let opts = LoopOptions {
             namespace: None,
