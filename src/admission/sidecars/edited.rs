@@ -27,18 +27,24 @@ pub(super) fn put_back_if_edited<'a>(
     at: usize,
     mut filled: Node<'a>,
 ) -> bool {
-    let copy = ksvc::get(ed.doc(), kind.path())
-        .and_then(Node::as_array)
-        .and_then(|list| list.get(at))
-        .map(Node::to_json);
-    let Some(copy) = copy.filter(|c| !as_injected(kind, c, &filled.to_json())) else {
+    let list = ksvc::get(ed.doc(), kind.path()).and_then(Node::as_array);
+    let Some(copy) = list.and_then(|l| l.get(at)) else {
         return false;
     };
-    if let (Kind::Container, Some(map)) = (kind, filled.as_object_mut()) {
-        for key in DEFAULTED {
-            if let Some(value) = copy.get(key).filter(|_| map.get(key).is_none()) {
-                map.insert(key, Node::from_json(value.clone()));
-            }
+    if as_injected(kind, copy, &filled) {
+        return false;
+    }
+    let kept: Vec<(&str, Node<'a>)> = match (kind, copy.as_object(), filled.as_object()) {
+        (Kind::Container, Some(copy), Some(fresh)) => DEFAULTED
+            .iter()
+            .filter(|key| fresh.get(key).is_none())
+            .filter_map(|key| copy.get(key).map(|v| (*key, v.clone())))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if let Some(map) = filled.as_object_mut() {
+        for (key, value) in kept {
+            map.insert(key, value);
         }
     }
     let at = at.to_string();
@@ -47,18 +53,25 @@ pub(super) fn put_back_if_edited<'a>(
 }
 
 /// Whether `copy` is `fresh` (the template filled in now) as injected: equal, but for the
-/// [`DEFAULTED`] fields of a container, which it may hold or hold more of.
-fn as_injected(kind: Kind, copy: &Value, fresh: &Value) -> bool {
+/// [`DEFAULTED`] fields of a container, which it may hold or hold more of. Members kept as the
+/// same text are equal without being parsed (the usual case: the API server writes back what the
+/// webhook injected).
+fn as_injected(kind: Kind, copy: &Node, fresh: &Node) -> bool {
     let (Some(copy), Some(fresh)) = (copy.as_object(), fresh.as_object()) else {
-        return copy == fresh;
+        return same(copy, fresh);
     };
     let defaulted = |key: &str| kind == Kind::Container && DEFAULTED.contains(&key);
-    copy.keys().all(|k| fresh.contains_key(k) || defaulted(k))
+    copy.keys().all(|k| fresh.get(k).is_some() || defaulted(k))
         && fresh.iter().all(|(k, want)| match copy.get(k) {
-            Some(have) if defaulted(k) => holds(have, want),
-            Some(have) => have == want,
+            Some(have) if defaulted(k) => holds(&have.to_json(), &want.to_json()),
+            Some(have) => same(have, want),
             None => false,
         })
+}
+
+/// Equal as JSON values: as the same text or tree, else once both are parsed.
+fn same(a: &Node, b: &Node) -> bool {
+    a == b || a.to_json() == b.to_json()
 }
 
 /// Whether `have` holds all of `want`: maps may hold more members, everything else is equal.
@@ -103,13 +116,22 @@ mod tests {
             (json!({"name": "proxy", "image": "p:1", "args": ["-a"], "resources": {"limits": {"cpu": "2"}}}), false),
             (json!({"name": "proxy", "image": "p:1", "args": ["-a"]}), false),
         ];
+        let node = |v: &serde_json::Value| Node::from_json(v.clone());
         for (copy, want) in cases {
-            assert_eq!(as_injected(Kind::Container, &copy, &fresh), want, "{copy}");
+            assert_eq!(
+                as_injected(Kind::Container, &node(&copy), &node(&fresh)),
+                want,
+                "{copy}"
+            );
         }
+        // Raw text is compared as text, and as values when the texts differ.
+        let raw = |text: &str| Node::raw(text.into(), "test");
+        assert!(same(&raw(r#"{"a":1,"b":2}"#), &raw(r#"{"b":2,"a":1}"#)));
+        assert!(!same(&raw(r#"{"a":1}"#), &raw(r#"{"a":2}"#)));
         // A volume has no defaulted fields.
         let volume = json!({"name": "logs", "emptyDir": {}});
         let resized = json!({"name": "logs", "emptyDir": {}, "resources": {}});
-        assert!(as_injected(Kind::Volume, &volume, &volume));
-        assert!(!as_injected(Kind::Volume, &resized, &volume));
+        assert!(as_injected(Kind::Volume, &node(&volume), &node(&volume)));
+        assert!(!as_injected(Kind::Volume, &node(&resized), &node(&volume)));
     }
 }
