@@ -9,11 +9,8 @@
 //! an object already in the right state yields no operation and the template (hence the Knative
 //! revision) changes only when it must.
 //!
-//! The record is trusted only where it came from the webhook ([`record_for`], [`record_rules`]):
-//! it may name only the keys a stop sets; on UPDATE the stored object's record is the one that
-//! counts (a stop records what the stored, running app had, since the platform stops in one merge
-//! patch that carries the stopped values already); a write that would start the app with a record
-//! it brought or changed is refused, and so is a running app's CREATE that brings one.
+//! Which record a write converges with, and the rules of a record a write brings, are
+//! `trust.rs`'s: the record is trusted only where it came from the webhook.
 
 use std::collections::BTreeMap;
 
@@ -21,14 +18,14 @@ use crate::json::Node;
 use serde::{Deserialize, Serialize};
 
 use crate::admission::ksvc;
-use crate::admission::validate::{Operation, Violation, violation};
 use crate::json::edit::Editor;
 use crate::keys;
 
-/// The rule id of a record naming a key a stop never sets.
-pub const RULE_KEYS: &str = "stop-record-keys";
-/// The rule id of a record the write brought or changed where it would be applied.
-pub const RULE_UNTRUSTED: &str = "stop-record-untrusted";
+mod trust;
+
+pub use trust::{
+    RULE_KEYS, RULE_UNTRUSTED, admitted_record_rules, record_for, record_rules, unreadable,
+};
 
 /// Where a stop-controlled key lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,32 +50,6 @@ pub struct Restore {
 }
 
 impl Restore {
-    /// The entries naming a key no stop sets, as `labels[KEY]` / `templateAnnotations[KEY]`.
-    fn foreign(&self) -> Vec<String> {
-        let labels = self
-            .labels
-            .keys()
-            .filter(|k| !is_stop_key(Place::ServiceLabel, k));
-        let template = self
-            .template_annotations
-            .keys()
-            .filter(|k| !is_stop_key(Place::TemplateAnnotation, k));
-        labels
-            .map(|k| format!("labels[{k}]"))
-            .chain(template.map(|k| format!("templateAnnotations[{k}]")))
-            .collect()
-    }
-
-    /// The record without the entries naming a key no stop sets (a record admitted before the
-    /// webhook checked them keeps only what a stop could have written).
-    fn only_stop_keys(mut self) -> Self {
-        self.labels
-            .retain(|k, _| is_stop_key(Place::ServiceLabel, k));
-        self.template_annotations
-            .retain(|k, _| is_stop_key(Place::TemplateAnnotation, k));
-        self
-    }
-
     fn slot(&mut self, place: Place) -> &mut BTreeMap<String, Option<String>> {
         match place {
             Place::ServiceLabel => &mut self.labels,
@@ -92,154 +63,6 @@ pub fn restore_record(doc: &Node) -> Result<Option<Restore>, serde_json::Error> 
     ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_STOP_RESTORE)
         .map(serde_json::from_str)
         .transpose()
-}
-
-/// The record a write converges with: only ever one the webhook wrote, and only its entries for
-/// the keys a stop sets.
-/// - CREATE (`stored` is `None`): the object's own ([`record_rules`] admit one only on a stopped
-///   app, naming only the stop keys).
-/// - An UPDATE that stops the app: what the stored object (the running app) had for each key a
-///   stop sets, so a start brings back the running app and removes what the stopping write added.
-/// - An UPDATE that keeps it stopped: the stored object's record; without one (the app was
-///   stopped past the webhook), what the stored object has for each stop key.
-/// - An UPDATE that runs the app: the stored object's record when the write still carries it (a
-///   start); none when the write dropped it.
-///
-/// A record the write brought or changed is never used.
-pub fn record_for(doc: &Node, stored: Option<&Node>, zero_initial_scale: bool) -> Option<Restore> {
-    let Some(old) = stored else {
-        return restore_record(doc).ok().flatten();
-    };
-    let kept = || {
-        restore_record(old)
-            .ok()
-            .flatten()
-            .map(Restore::only_stop_keys)
-    };
-    match (ksvc::stopped(doc), ksvc::stopped(old)) {
-        (true, false) => Some(recorded_from(old, zero_initial_scale)),
-        (true, true) => kept().or_else(|| Some(recorded_from(old, zero_initial_scale))),
-        (false, _) => match restore_record(doc) {
-            Ok(Some(_)) => kept(),
-            _ => None,
-        },
-    }
-}
-
-/// What `old` has for each key a stop sets.
-fn recorded_from(old: &Node, zero_initial_scale: bool) -> Restore {
-    let mut record = Restore::default();
-    for (place, key, _) in stop_keys(zero_initial_scale) {
-        let before = ksvc::get_str(old, &path_of(place, key)).map(str::to_string);
-        record.slot(place).insert(key.to_string(), before);
-    }
-    record
-}
-
-/// The rules of the record a write carries, when it brought or changed it (the stored object's
-/// record, carried unchanged, is the webhook's): it names only the keys a stop sets
-/// (`stop-record-keys`), and it is not one a start would apply — neither on a running app's
-/// CREATE nor on an UPDATE that leaves the app running (`stop-record-untrusted`). On an UPDATE that
-/// leaves the app stopped, the webhook replaces it with the stored object's ([`record_for`]).
-pub fn record_rules(
-    operation: Operation,
-    doc: &Node,
-    stored: Option<&Node>,
-    out: &mut Vec<Violation>,
-) {
-    // Absent, or unreadable (the `stop-record` rule says so).
-    let Ok(Some(record)) = restore_record(doc) else {
-        return;
-    };
-    let kept = stored.and_then(|old| restore_record(old).ok().flatten());
-    if kept.as_ref() == Some(&record) {
-        return;
-    }
-    out.extend(foreign_keys(&record));
-    if ksvc::stopped(doc) {
-        return;
-    }
-    let problem = match (operation, kept) {
-        (Operation::Create, _) => {
-            "is brought by the CREATE of a running app; the webhook writes this record when it \
-             stops an app, and only that record is applied by a start"
-        }
-        (Operation::Update, Some(_)) => {
-            "differs from the stored object's; a start applies only the record the webhook wrote \
-             when it stopped the app"
-        }
-        (Operation::Update, None) => {
-            "is not on the stored object; a start applies only the record the webhook wrote when \
-             it stopped the app"
-        }
-    };
-    out.push(violation(
-        RULE_UNTRUSTED,
-        record_path(),
-        problem,
-        "remove the annotation from this write (or write back the stored one unchanged)",
-    ));
-}
-
-/// What every object the webhook admits holds true of its record, checked on the object after
-/// the edits: it is readable, names only the keys a stop sets, and is gone once the app runs.
-pub fn admitted_record_rules(doc: &Node, out: &mut Vec<Violation>) {
-    let record = match restore_record(doc) {
-        Ok(Some(record)) => record,
-        Ok(None) => return,
-        Err(err) => {
-            out.push(unreadable(&err));
-            return;
-        }
-    };
-    out.extend(foreign_keys(&record));
-    if !ksvc::stopped(doc) {
-        out.push(violation(
-            RULE_UNTRUSTED,
-            record_path(),
-            "is left on a running app",
-            "remove the annotation; a start applies the record and removes it",
-        ));
-    }
-}
-
-/// The `stop-record` violation of a record that cannot be read.
-pub fn unreadable(err: &serde_json::Error) -> Violation {
-    violation(
-        "stop-record",
-        record_path(),
-        format!("cannot be read ({err})"),
-        "remove it; the webhook writes it when the app is stopped",
-    )
-}
-
-/// The `stop-record-keys` violation of a record naming a key no stop sets, if it does.
-fn foreign_keys(record: &Restore) -> Option<Violation> {
-    let foreign = record.foreign();
-    if foreign.is_empty() {
-        return None;
-    }
-    let allowed: Vec<String> = stop_keys(true)
-        .iter()
-        .map(|(place, key, _)| match place {
-            Place::ServiceLabel => format!("labels[{key}]"),
-            Place::TemplateAnnotation => format!("templateAnnotations[{key}]"),
-        })
-        .collect();
-    Some(violation(
-        RULE_KEYS,
-        record_path(),
-        format!(
-            "names {}, which a stop never sets (a record may name only {})",
-            foreign.join(", "),
-            allowed.join(", ")
-        ),
-        "remove the annotation; the webhook writes it when the app is stopped",
-    ))
-}
-
-fn record_path() -> String {
-    format!("metadata.annotations[{}]", keys::ANNOTATION_STOP_RESTORE)
 }
 
 /// Where the cluster refuses `initial-scale: "0"` (no `--allow-zero-initial-scale`): on a stopped
