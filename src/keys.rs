@@ -53,6 +53,9 @@ pub const FIELD_MANAGER: &str = "ksvc-webhook";
 pub const LABEL_NAMESPACE_INJECT: &str = "ksvc-webhook.flyte.org/inject";
 /// The value of [`LABEL_NAMESPACE_INJECT`] that opts a namespace out.
 pub const NAMESPACE_INJECT_DISABLED: &str = "disabled";
+/// Revision annotation: `"true"` lets the revision guard allow a DELETE it would refuse (an
+/// administrator's override, set on the revision before deleting it).
+pub const ANNOTATION_ALLOW_DELETE: &str = "ksvc-webhook.flyte.org/allow-delete";
 /// Certificate Secret annotation: when the staged next CA entered the CA bundle (RFC 3339).
 pub const ANNOTATION_CA_NEXT_SINCE: &str = "ksvc-webhook.flyte.org/ca-next-since";
 /// Certificate Secret annotation: when the previous CA stopped signing (RFC 3339); it stays in
@@ -68,7 +71,14 @@ pub const SIDECAR_INJECT_NONE: &str = "none";
 pub const ANNOTATION_SIDECAR_STATUS: &str = "sidecar.flyte.org/status";
 
 /// Whether `key` is a `metadata.annotations` key of this webhook (`flyte.org/…`,
-/// `sidecar.flyte.org/…`): the only annotation values admission parses.
+/// `sidecar.flyte.org/…`, `ksvc-webhook.flyte.org/…`): the only annotation values admission
+/// parses.
 pub fn is_own_annotation(key: &str) -> bool {
-    key.starts_with("flyte.org/") || key.starts_with("sidecar.flyte.org/")
+    [
+        "flyte.org/",
+        "sidecar.flyte.org/",
+        "ksvc-webhook.flyte.org/",
+    ]
+    .iter()
+    .any(|prefix| key.starts_with(prefix))
 }

@@ -279,7 +279,7 @@ impl Serve {
         fake.grant("dashboard", "list", None);
         fake.grant("dashboard", "get", None);
         let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = support::kubeconfig(fake.addr, dir.path());
+        let kubeconfig = fake.kubeconfig(dir.path());
         let certs = dir.path().join("certs");
         let https: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();

@@ -3,7 +3,7 @@
 //! scale Knative refuses, and the `flyte.org/app-managed` label with its migration.
 #![allow(clippy::unwrap_used)]
 
-use ksvc_webhook::admission::writers::{PlatformWriters, UserInfo};
+use ksvc_webhook::admission::writers::{Principals, UserInfo};
 use ksvc_webhook::admission::{self, Decision, Policy, Request};
 use serde_json::{Value, json};
 
@@ -12,7 +12,7 @@ const SHA: &str = "flyte.org/spec-sha";
 
 fn policy(zero_initial_scale: bool) -> Policy {
     let mut policy = Policy {
-        platform_writers: PlatformWriters::parse(&[PLATFORM, "group:flyte-platform"]).unwrap(),
+        platform_writers: Principals::parse(&[PLATFORM, "group:flyte-platform"]).unwrap(),
         ..Policy::default()
     };
     policy.mutate.allow_zero_initial_scale = zero_initial_scale;

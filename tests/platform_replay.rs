@@ -6,7 +6,7 @@
 mod support;
 
 use ksvc_webhook::admission::Policy;
-use ksvc_webhook::admission::writers::PlatformWriters;
+use ksvc_webhook::admission::writers::Principals;
 use ksvc_webhook::watch::status::Phase;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -100,7 +100,7 @@ fn template_meta(obj: &Value) -> (Value, Value) {
 async fn the_platforms_create_deploy_stop_and_start_agree_with_the_webhook() {
     let fake = FakeApi::start().await;
     fake.admit_with(Policy {
-        platform_writers: PlatformWriters::parse(&[PLATFORM]).unwrap(),
+        platform_writers: Principals::parse(&[PLATFORM]).unwrap(),
         ..Policy::default()
     });
     let replica = Replica::start(&fake, "replica-a", true);

@@ -320,6 +320,40 @@ fn a_changed_fronting_template_is_upgraded_and_a_removed_one_gives_the_port_back
 }
 
 #[test]
+fn a_fronting_copy_edited_in_place_is_put_back_and_knative_defaults_stay() {
+    let p = policy(CATALOGUE, false);
+    let user = app(json!({"ports": [{"containerPort": 8080}]}));
+    let first = out(&admit("CREATE", ksvc(json!([user]), "guard"), &p));
+    // Knative's defaulting gives the serving container (the proxy now) a readiness probe.
+    let at = containers(&first)
+        .iter()
+        .position(|c| c["name"] == "auth-proxy")
+        .unwrap();
+    let mut defaulted = first.clone();
+    defaulted["spec"]["template"]["spec"]["containers"][at]["readinessProbe"] =
+        json!({"tcpSocket": {"port": 0}, "successThreshold": 1});
+    assert!(admit("UPDATE", defaulted.clone(), &p).patch.is_empty());
+    // The upstream edited to skip the proxy's checks, the port moved: put back, probe kept.
+    let mut edited = defaulted.clone();
+    let proxy = &mut edited["spec"]["template"]["spec"]["containers"][at];
+    proxy["args"][0] = json!("--skip-auth-regex=.*");
+    proxy["ports"] = json!([{"containerPort": 9999}]);
+    let req = Request::kservice("u-1", "UPDATE", "apps", edited, Some(defaulted.clone()));
+    let d = admission::decide(req, &p);
+    let back = out(&d);
+    assert_eq!(
+        container(&back, "auth-proxy"),
+        container(&defaulted, "auth-proxy")
+    );
+    assert_eq!(port_owners(&back), ["auth-proxy"]);
+    assert!(
+        d.warnings[0].contains("\"auth-proxy\" of template \"guard\" was edited in place"),
+        "{:?}",
+        d.warnings
+    );
+}
+
+#[test]
 fn a_port_the_user_declares_again_is_handed_over_again() {
     let p = policy(CATALOGUE, false);
     let user = app(json!({"ports": [{"containerPort": 8080}]}));

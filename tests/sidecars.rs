@@ -61,9 +61,15 @@ fn request(op: &str, object: Value, old: Option<Value>) -> Request<'static> {
     Request::kservice("u-1", op, "apps", object, old)
 }
 
-/// Decide, and check that the patch applied to the input gives the output.
+/// Decide (an UPDATE over the object itself), and check that the patch applied to the input
+/// gives the output.
 fn admit(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
     let old = (op == "UPDATE").then(|| object.clone());
+    admit_over(op, object, old, policy)
+}
+
+/// [`admit`] with the stored object given.
+fn admit_over(op: &str, object: Value, old: Option<Value>, policy: &Policy) -> Decision<'static> {
     let d = admission::decide(request(op, object.clone(), old), policy);
     if let Some(out) = d.object_json() {
         let mut replayed = object;
@@ -265,6 +271,47 @@ fn readmitting_changes_nothing_and_keeps_knative_defaults() {
     defaulted["spec"]["template"]["spec"]["containers"][1]["resources"] = json!({});
     let again = admit("UPDATE", defaulted, &p);
     assert!(again.patch.is_empty(), "{:?}", again.patch);
+}
+
+#[test]
+fn an_injected_sidecar_edited_in_place_is_put_back() {
+    let p = policy(catalogue());
+    let first = out(&admit(
+        "CREATE",
+        ksvc(json!({"sidecar.flyte.org/inject": "proxy"})),
+        &p,
+    ));
+    let spec = |o: &Value| o["spec"]["template"]["spec"].clone();
+    let edits: [(&str, Value); 4] = [
+        ("/containers/1/image", json!("fluent/fluent-bit:evil")),
+        ("/containers/2/command", json!(["sh", "-c", "sleep inf"])),
+        ("/containers/1/env/0/value", json!("edited")),
+        ("/volumes/0/emptyDir", json!({"medium": "Memory"})),
+    ];
+    for (pointer, value) in edits {
+        let mut edited = first.clone();
+        let at = format!("/spec/template/spec{pointer}");
+        match edited.pointer_mut(&at) {
+            Some(slot) => *slot = value,
+            None => {
+                let (parent, key) = at.rsplit_once('/').unwrap();
+                edited.pointer_mut(parent).unwrap()[key] = value;
+            }
+        }
+        let d = admit_over("UPDATE", edited, Some(first.clone()), &p);
+        let back = out(&d);
+        assert_eq!(spec(&back), spec(&first), "{pointer} is put back in place");
+        assert_eq!(
+            back["metadata"]["annotations"]["flyte.org/spec-sha"],
+            first["metadata"]["annotations"]["flyte.org/spec-sha"]
+        );
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+        assert!(
+            d.warnings[0].contains("was edited in place: put back as the catalogue has it"),
+            "{}",
+            d.warnings[0]
+        );
+    }
 }
 
 #[test]

@@ -2,19 +2,25 @@
 //!
 //! Another client (the Flyte platform's Stop) may delete the revision that still serves, right
 //! after the write that moves traffic off it: requests in flight are lost and the Service reports
-//! RevisionMissing. The guard refuses that delete while a route still sends the
-//! revision traffic — Knative's `serving.knative.dev/routingState: active` label on the revision,
-//! or the owning Service's `status.traffic` when the watch cache knows it — and says the revision
-//! goes once traffic has left it (the watch loop deletes the old revisions of a stopped app then).
-//! Always allowed: the garbage collector and the namespace controller, revisions whose Service is
-//! gone or being deleted, revisions no route sends traffic to. Registered with
-//! `failurePolicy: Ignore`, so an outage of the webhook never blocks a delete.
+//! RevisionMissing. The guard refuses that delete while a route still sends the revision traffic —
+//! Knative's `serving.knative.dev/routingState: active` label on the revision, or the owning
+//! Service's `status.traffic` as the watch cache knows it ([`Owner`]) — and words the refusal for
+//! the case: a stopped app's revision goes once traffic has left it (the watch loop deletes the
+//! old revisions of a stopped app then); a running app's needs its traffic or tag removed first.
+//! Always allowed: the deleters [`Settings::allowed_deleters`] names (by default the garbage
+//! collector, the namespace controller and kube-controller-manager), revisions whose Service is
+//! gone or being deleted, revisions no route sends traffic to, and revisions an administrator
+//! annotated `ksvc-webhook.flyte.org/allow-delete: "true"` before deleting them (the override;
+//! only who may update revisions can set it). Registered with `failurePolicy: Ignore`, so an
+//! outage of the webhook never blocks a delete.
 //!
 //! Never reads the cluster: what the cache knows comes in as an [`Owner`].
 
+use std::sync::Arc;
+
 use crate::admission::ksvc;
-use crate::admission::validate::Violation;
-use crate::admission::writers::UserInfo;
+use crate::admission::validate::{Violation, violation};
+use crate::admission::writers::{Principals, UserInfo};
 use crate::admission::{self, Decision, Request, ReviewError, Reviewed, Summary};
 use crate::keys;
 
@@ -24,20 +30,89 @@ pub const PATH: &str = "/validate-revision-delete";
 pub const GARBAGE_COLLECTOR: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
 /// The namespace controller: deletes everything in a namespace being deleted.
 pub const NAMESPACE_CONTROLLER: &str = "system:serviceaccount:kube-system:namespace-controller";
+/// kube-controller-manager's own identity: its controllers (the garbage collector and the
+/// namespace controller among them) act as it when it runs without
+/// `--use-service-account-credentials`.
+pub const KUBE_CONTROLLER_MANAGER: &str = "system:kube-controller-manager";
+/// Who may always delete a revision unless `--guard-allowed-deleters` says otherwise.
+pub const DEFAULT_ALLOWED_DELETERS: [&str; 3] = [
+    GARBAGE_COLLECTOR,
+    NAMESPACE_CONTROLLER,
+    KUBE_CONTROLLER_MANAGER,
+];
 /// The rule id of a refusal (the `rule` label of the rejection metric).
 pub const RULE: &str = "revision-in-traffic";
 
-/// What the watch cache knows of the Service owning the revision.
+/// How the guard decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Users and groups whose deletes are always allowed: controllers that clean up after
+    /// deletions.
+    pub allowed_deleters: Principals,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            allowed_deleters: Principals::users(DEFAULT_ALLOWED_DELETERS),
+        }
+    }
+}
+
+/// A revision whose owning Service the guard asks the watch cache about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lookup<'a> {
+    pub namespace: &'a str,
+    /// The owning Service (label `serving.knative.dev/service`).
+    pub service: &'a str,
+    pub revision: &'a str,
+}
+
+/// What the watch cache knows of the Service owning a revision: the server's extension point,
+/// filled by the watch loop.
+#[derive(Clone)]
+pub struct OwnerView(Arc<dyn Fn(&Lookup) -> Owner + Send + Sync>);
+
+impl OwnerView {
+    /// A view answering with `owner`.
+    pub fn new(owner: impl Fn(&Lookup) -> Owner + Send + Sync + 'static) -> Self {
+        Self(Arc::new(owner))
+    }
+
+    /// What the view knows of `lookup`'s Service.
+    pub fn owner(&self, lookup: &Lookup) -> Owner {
+        (self.0)(lookup)
+    }
+}
+
+impl std::fmt::Debug for OwnerView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OwnerView")
+    }
+}
+
+/// What the watch cache knows of the Service owning the revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Owner {
-    /// No cache (disabled or not synced yet), or the revision names no Service.
+    /// No cache (disabled, not synced yet, or not watching the namespace), or the revision names
+    /// no Service.
     Unknown,
     /// The Service is not in the synced cache.
     Gone,
     /// The Service has a deletion timestamp.
     Deleting,
-    /// The Service exists; whether its `status.traffic` names the revision.
-    Present { routes_to: bool },
+    /// The Service exists: whether its app is stopped, and the `status.traffic` entries that
+    /// name the revision (none: it routes nothing to it).
+    Present { stopped: bool, routes: Vec<Route> },
+}
+
+/// One `status.traffic` entry naming the revision.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Route {
+    /// Its tag (the revision's own URL), if any.
+    pub tag: Option<String>,
+    /// Its share of the traffic, if set.
+    pub percent: Option<i64>,
 }
 
 /// The revision a DELETE is about.
@@ -49,34 +124,36 @@ pub struct Delete<'a> {
     pub service: Option<&'a str>,
     /// Knative's `serving.knative.dev/routingState` label.
     pub routing_state: Option<&'a str>,
+    /// The revision carries `ksvc-webhook.flyte.org/allow-delete: "true"`.
+    pub allow_delete: bool,
     pub user: &'a UserInfo,
 }
 
 /// Why a delete may go ahead, or why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// A controller that cleans up after deletions.
+    /// An allowed deleter: a controller that cleans up after deletions.
     SystemCleanup,
     /// The Service is gone or being deleted: its revisions go with it.
     OwnerGone,
     /// No route sends the revision traffic.
     NotRouted,
+    /// A route still sends the revision traffic, and the revision's override annotation lets
+    /// the delete go ahead: the warning for the person deleting.
+    Overridden(String),
     /// A route still sends the revision traffic.
     Refused(Violation),
 }
 
 /// Decide on one revision DELETE.
-pub fn decide(delete: &Delete, owner: Owner) -> Verdict {
-    if matches!(
-        delete.user.username.as_str(),
-        GARBAGE_COLLECTOR | NAMESPACE_CONTROLLER
-    ) {
+pub fn decide(delete: &Delete, owner: &Owner, settings: &Settings) -> Verdict {
+    if settings.allowed_deleters.includes(delete.user) {
         return Verdict::SystemCleanup;
     }
     let by_label = delete.routing_state == Some(keys::ROUTING_STATE_ACTIVE);
     let by_status = match owner {
         Owner::Gone | Owner::Deleting => return Verdict::OwnerGone,
-        Owner::Present { routes_to } => routes_to,
+        Owner::Present { routes, .. } => !routes.is_empty(),
         Owner::Unknown => false,
     };
     if !by_label && !by_status {
@@ -96,17 +173,64 @@ pub fn decide(delete: &Delete, owner: Owner) -> Verdict {
         ),
         _ => format!("{service:?} routes traffic to it (status.traffic)"),
     };
-    Verdict::Refused(Violation {
-        rule: RULE,
-        path: format!(
-            "revision {:?} in namespace {:?}",
-            delete.revision, delete.namespace
+    let path = format!(
+        "revision {:?} in namespace {:?}",
+        delete.revision, delete.namespace
+    );
+    if delete.allow_delete {
+        return Verdict::Overridden(format!(
+            "{path} is still serving: {evidence}; deleted anyway as its annotation {}: \"true\" \
+             asks, so requests in flight may be lost",
+            keys::ANNOTATION_ALLOW_DELETE
+        ));
+    }
+    Verdict::Refused(violation(
+        RULE,
+        path,
+        format!("is still serving: {evidence}, so deleting it now would lose requests"),
+        format!(
+            "{}; an administrator who must delete it now can annotate it {}=true first",
+            fix(service, owner),
+            keys::ANNOTATION_ALLOW_DELETE
         ),
-        problem: format!("is still serving: {evidence}, so deleting it now would lose requests"),
-        fix: "it will be removed once traffic has left it (ksvc-webhook deletes the old \
-              revisions of a stopped app then); nothing to do"
+    ))
+}
+
+/// What the person deleting can do, by what the cache knows of the app.
+fn fix(service: &str, owner: &Owner) -> String {
+    match owner {
+        Owner::Present { stopped: true, .. } => "it will be removed once traffic has left it \
+             (ksvc-webhook deletes the old revisions of a stopped app then); nothing to do"
             .into(),
-    })
+        Owner::Present { routes, .. } => format!(
+            "remove its traffic or tag first ({} in the spec.traffic of Service {service:?}; \
+             traffic of the latest-revision entry moves on when a newer revision is ready), then \
+             delete it",
+            describe(routes)
+        ),
+        _ => format!(
+            "remove its traffic or tag from the spec.traffic of Service {service:?} first, then \
+             delete it; if its app is being stopped, ksvc-webhook removes it once traffic has \
+             left it"
+        ),
+    }
+}
+
+/// The traffic entries naming a revision, for a person: `tag "canary" (0%), 100% of the traffic`.
+fn describe(routes: &[Route]) -> String {
+    let entries: Vec<String> = routes
+        .iter()
+        .map(|r| match (&r.tag, r.percent) {
+            (Some(tag), Some(p)) => format!("tag {tag:?} ({p}%)"),
+            (Some(tag), None) => format!("tag {tag:?}"),
+            (None, Some(p)) => format!("{p}% of the traffic"),
+            (None, None) => "a traffic entry".into(),
+        })
+        .collect();
+    match entries.is_empty() {
+        true => "its traffic entry".into(),
+        false => entries.join(", "),
+    }
 }
 
 /// Whether a request is a DELETE of a `serving.knative.dev/v1` Revision.
@@ -118,15 +242,19 @@ fn is_revision_delete(req: &Request) -> bool {
 }
 
 /// Decide on one AdmissionReview for the guard: the bytes kube-apiserver sent in, the bytes to
-/// answer with. `owner(namespace, service)` is what the watch cache knows of a Service.
-pub fn review(body: &[u8], owner: impl Fn(&str, &str) -> Owner) -> Result<Reviewed, ReviewError> {
+/// answer with. `owner` is what the watch cache knows of a revision's Service.
+pub fn review(
+    body: &[u8],
+    settings: &Settings,
+    owner: impl Fn(&Lookup) -> Owner,
+) -> Result<Reviewed, ReviewError> {
     let request = admission::decode(body)?;
     let summary = Summary {
         allowed: true,
         ..Summary::of(&request)
     };
     let verdict = match is_revision_delete(&request) {
-        true => decide_request(&request, &owner),
+        true => decide_request(&request, settings, &owner),
         false => Verdict::NotRouted,
     };
     let decision = match verdict {
@@ -135,7 +263,12 @@ pub fn review(body: &[u8], owner: impl Fn(&str, &str) -> Owner) -> Result<Review
             violations: vec![violation],
             ..Decision::default()
         },
-        _ => Decision {
+        Verdict::Overridden(warning) => Decision {
+            allowed: true,
+            warnings: vec![warning],
+            ..Decision::default()
+        },
+        Verdict::SystemCleanup | Verdict::OwnerGone | Verdict::NotRouted => Decision {
             allowed: true,
             ..Decision::default()
         },
@@ -154,9 +287,14 @@ pub fn review(body: &[u8], owner: impl Fn(&str, &str) -> Owner) -> Result<Review
     })
 }
 
-fn decide_request(request: &Request, owner: &impl Fn(&str, &str) -> Owner) -> Verdict {
+fn decide_request(
+    request: &Request,
+    settings: &Settings,
+    owner: &impl Fn(&Lookup) -> Owner,
+) -> Verdict {
     let old = request.old_object.as_ref();
     let label = |key: &str| old.and_then(|o| ksvc::entry(o, ksvc::LABELS, key));
+    let annotation = |key: &str| old.and_then(|o| ksvc::entry(o, ksvc::ANNOTATIONS, key));
     let namespace = match request.namespace.as_deref() {
         Some(ns) if !ns.is_empty() => ns,
         _ => old.map(ksvc::namespace).unwrap_or_default(),
@@ -171,120 +309,19 @@ fn decide_request(request: &Request, owner: &impl Fn(&str, &str) -> Owner) -> Ve
         revision,
         service,
         routing_state: label(keys::LABEL_ROUTING_STATE),
+        allow_delete: annotation(keys::ANNOTATION_ALLOW_DELETE) == Some("true"),
         user: &request.user_info,
     };
-    let owner = service.map_or(Owner::Unknown, |s| owner(namespace, s));
-    decide(&delete, owner)
+    let owner = service.map_or(Owner::Unknown, |service| {
+        owner(&Lookup {
+            namespace,
+            service,
+            revision,
+        })
+    });
+    decide(&delete, &owner, settings)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn user(name: &str) -> UserInfo {
-        UserInfo {
-            username: name.into(),
-            groups: vec!["system:authenticated".into()],
-        }
-    }
-
-    #[test]
-    fn the_allow_list_and_the_refusals() {
-        let platform = user("system:serviceaccount:flyte:flyteadmin");
-        let gc = user(GARBAGE_COLLECTOR);
-        let ns = user(NAMESPACE_CONTROLLER);
-        let active = Some("active");
-        let routed = Owner::Present { routes_to: true };
-        let unrouted = Owner::Present { routes_to: false };
-        #[rustfmt::skip]
-        let cases: [(&str, &UserInfo, Option<&str>, Owner, bool); 12] = [
-            ("garbage collector, routed", &gc, active, routed, true),
-            ("namespace controller, routed", &ns, active, routed, true),
-            ("Service gone", &platform, active, Owner::Gone, true),
-            ("Service being deleted", &platform, active, Owner::Deleting, true),
-            ("not routed, no cache", &platform, None, Owner::Unknown, true),
-            ("reserve label, no cache", &platform, Some("reserve"), Owner::Unknown, true),
-            ("not routed by label or status", &platform, Some("reserve"), unrouted, true),
-            ("routed by label, no cache", &platform, active, Owner::Unknown, false),
-            ("routed by label, status moved on", &platform, active, unrouted, false),
-            ("routed by status, label lags", &platform, Some("pending"), routed, false),
-            ("routed by both", &platform, active, routed, false),
-            ("a person, routed", &user("alice"), active, routed, false),
-        ];
-        for (name, who, routing_state, owner, allowed) in cases {
-            let delete = Delete {
-                namespace: "flyte",
-                revision: "app-00001",
-                service: Some("app"),
-                routing_state,
-                user: who,
-            };
-            let verdict = decide(&delete, owner);
-            assert_eq!(
-                !matches!(verdict, Verdict::Refused(_)),
-                allowed,
-                "{name}: {verdict:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_refusal_names_the_revision_and_says_it_goes_once_traffic_has_left() {
-        let who = user("system:serviceaccount:flyte:flyteadmin");
-        let delete = Delete {
-            namespace: "flyte",
-            revision: "app-00001",
-            service: Some("app"),
-            routing_state: Some("active"),
-            user: &who,
-        };
-        let Verdict::Refused(v) = decide(&delete, Owner::Present { routes_to: true }) else {
-            panic!("allowed");
-        };
-        assert_eq!(v.rule, RULE);
-        assert_eq!(
-            v.to_string(),
-            "revision \"app-00001\" in namespace \"flyte\": is still serving: \"app\" routes \
-             traffic to it (status.traffic, label serving.knative.dev/routingState: active), so \
-             deleting it now would lose requests; it will be removed once traffic has left it \
-             (ksvc-webhook deletes the old revisions of a stopped app then); nothing to do"
-        );
-    }
-
-    #[test]
-    fn reviews_of_other_requests_are_allowed_and_refusals_are_encoded() {
-        let body = |op: &str, kind: &str, user: &str| {
-            serde_json::to_vec(&serde_json::json!({
-                "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                "request": {"uid": "u1", "operation": op, "name": "app-00001", "namespace": "flyte",
-                    "kind": {"group": "serving.knative.dev", "version": "v1", "kind": kind},
-                    "userInfo": {"username": user},
-                    "oldObject": {"metadata": {"name": "app-00001", "labels": {
-                        "serving.knative.dev/service": "app",
-                        "serving.knative.dev/routingState": "active"}}}}
-            }))
-            .unwrap()
-        };
-        let answer = |body: &[u8]| {
-            let r = review(body, |_, _| Owner::Unknown).unwrap();
-            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-            (r.summary, v)
-        };
-        let (s, v) = answer(&body("DELETE", "Revision", "alice"));
-        assert!(!s.allowed);
-        assert_eq!(s.rejected_rules, vec![RULE]);
-        assert_eq!(v["response"]["uid"], "u1");
-        assert_eq!(v["response"]["status"]["code"], 400);
-        let message = v["response"]["status"]["message"].as_str().unwrap();
-        assert!(message.contains("app-00001") && message.contains("once traffic has left it"));
-        for (op, kind, user) in [
-            ("DELETE", "Revision", GARBAGE_COLLECTOR),
-            ("DELETE", "Service", "alice"),
-            ("UPDATE", "Revision", "alice"),
-        ] {
-            let (s, v) = answer(&body(op, kind, user));
-            assert!(s.allowed, "{op} {kind} {user}");
-            assert_eq!(v["response"]["allowed"], true);
-        }
-    }
-}
+#[path = "guard_tests.rs"]
+mod tests;

@@ -36,7 +36,7 @@ use mutate::{Settings, Target};
 use naming::DomainTemplate;
 use sidecars::Catalogue;
 use validate::{Operation, Violation};
-use writers::{PlatformWriters, UserInfo};
+use writers::{Principals, UserInfo};
 
 /// The API version of every review this webhook reads and writes.
 pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
@@ -53,7 +53,9 @@ pub struct Policy {
     /// What the cluster's Knative allows that fronting sidecars depend on.
     pub knative: sidecars::Knative,
     /// Writers whose `flyte.org/spec-sha` is kept as written.
-    pub platform_writers: PlatformWriters,
+    pub platform_writers: Principals,
+    /// How the revision guard decides.
+    pub revision_guard: guard::Settings,
 }
 
 /// The request part of an AdmissionReview: the fields the decision reads. Decoded from a review,
@@ -262,6 +264,16 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
         Err(err) => return Decision::failed(format!("cannot compute the spec SHA: {err}")),
     };
     let patch = ed.into_patch();
+    let after = validate::after_edits(&validate::Input {
+        operation,
+        object: &object,
+        old_object: stored.as_ref(),
+        namespace: &namespace,
+        domain_template: &policy.domain_template,
+    });
+    if !after.is_empty() {
+        return Decision::deny(after);
+    }
     if let Some(app) = app_name.as_ref().filter(|a| a.hashed) {
         warnings.push(format!(
             "name hashed to {:?} to fit 63 characters: {{app_fqdn}}-based calls will not resolve this app by its app name",

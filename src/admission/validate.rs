@@ -76,7 +76,22 @@ pub fn validate(input: &Input) -> Vec<Violation> {
     identity(input, &mut out);
     names(input, &mut out);
     stopped_label(input.object, &mut out);
+    stop::record_rules(input.operation, input.object, input.old_object, &mut out);
     containers(input.object, &mut out);
+    out
+}
+
+/// The identity and stop rules on the object as it will be admitted, after every edit (`object`
+/// is the edited object): whatever the edits did, they never produce an object these rules
+/// refuse. A violation here names its rule and says it holds after the webhook's edits.
+pub fn after_edits(input: &Input) -> Vec<Violation> {
+    let mut out = Vec::new();
+    identity(input, &mut out);
+    stopped_label(input.object, &mut out);
+    stop::admitted_record_rules(input.object, &mut out);
+    for v in &mut out {
+        v.problem = format!("after the webhook's edits: {}", v.problem);
+    }
     out
 }
 
@@ -134,12 +149,7 @@ fn shapes(doc: &Node, out: &mut Vec<Violation>) {
         ));
     }
     if let Err(err) = stop::restore_record(doc) {
-        out.push(violation(
-            "stop-record",
-            format!("metadata.annotations[{}]", keys::ANNOTATION_STOP_RESTORE),
-            format!("cannot be read ({err})"),
-            "remove it; the webhook writes it when the app is stopped",
-        ));
+        out.push(stop::unreadable(&err));
     }
 }
 

@@ -1,15 +1,18 @@
-//! PURE: who wrote a request (`request.userInfo`) and whether that writer is the platform.
+//! PURE: who sent a request (`request.userInfo`) and whether a flag's list of users and groups
+//! names them.
 //!
-//! A platform writer (the Flyte control plane's service account, or a member of a named group)
-//! keeps the `flyte.org/spec-sha` it stamps: the platform compares that value with its own hash
-//! to decide whether a Deploy needs an Update. Owns the `--platform-writers` syntax; never reads
-//! the review itself (admission decodes `userInfo` into a [`UserInfo`]).
+//! A platform writer (`--platform-writers`: the Flyte control plane's service account, or a member
+//! of a named group) keeps the `flyte.org/spec-sha` it stamps: the platform compares that value
+//! with its own hash to decide whether a Deploy needs an Update. The revision guard's
+//! `--guard-allowed-deleters` names who may always delete a revision. Owns the `USER|group:NAME`
+//! syntax of both; never reads the review itself (admission decodes `userInfo` into a
+//! [`UserInfo`]).
 
 use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-/// The prefix of a `--platform-writers` entry naming a group rather than a user.
+/// The prefix of an entry naming a group rather than a user.
 pub const GROUP_PREFIX: &str = "group:";
 
 /// The writer of a request, as kube-apiserver reports it (`request.userInfo`); other members
@@ -22,22 +25,22 @@ pub struct UserInfo {
     pub groups: Vec<String>,
 }
 
-/// The users and groups whose `flyte.org/spec-sha` is kept as written.
+/// Users and groups a flag names (`--platform-writers`, `--guard-allowed-deleters`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PlatformWriters {
+pub struct Principals {
     users: BTreeSet<String>,
     groups: BTreeSet<String>,
 }
 
-/// A `--platform-writers` entry that names nobody.
+/// An entry of a list of users and groups that names nobody.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "platform writer {0:?} is empty; write a username (e.g. system:serviceaccount:flyte:flyteadmin) or group:NAME"
+    "user or group {0:?} is empty; write a username (e.g. system:serviceaccount:flyte:flyteadmin) or group:NAME"
 )]
 pub struct WritersError(pub String);
 
-impl PlatformWriters {
-    /// The writers of `entries`: usernames, and `group:NAME` for every member of a group.
+impl Principals {
+    /// The users and groups of `entries`: usernames, and `group:NAME` for every member of a group.
     /// Surrounding spaces are ignored; an entry that names nobody is an error.
     pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, WritersError> {
         let mut writers = Self::default();
@@ -55,12 +58,20 @@ impl PlatformWriters {
         Ok(writers)
     }
 
-    /// Whether `user` is one of the writers, by name or by a group it belongs to.
+    /// The users named in `names` (no groups).
+    pub fn users<'n>(names: impl IntoIterator<Item = &'n str>) -> Self {
+        Self {
+            users: names.into_iter().map(str::to_string).collect(),
+            groups: BTreeSet::new(),
+        }
+    }
+
+    /// Whether `user` is named, by name or by a group it belongs to.
     pub fn includes(&self, user: &UserInfo) -> bool {
         self.users.contains(&user.username) || user.groups.iter().any(|g| self.groups.contains(g))
     }
 
-    /// Whether no writer is configured.
+    /// Whether nobody is named.
     pub fn is_empty(&self) -> bool {
         self.users.is_empty() && self.groups.is_empty()
     }
@@ -79,7 +90,7 @@ mod tests {
 
     #[test]
     fn writers_match_by_name_or_group() {
-        let writers = PlatformWriters::parse(&[
+        let writers = Principals::parse(&[
             "system:serviceaccount:flyte:flyteadmin",
             " group:flyte-platform ",
         ])
@@ -94,14 +105,14 @@ mod tests {
         for (who, want) in cases {
             assert_eq!(writers.includes(&who), want, "{who:?}");
         }
-        assert!(PlatformWriters::default().is_empty());
-        assert!(!PlatformWriters::default().includes(&user("", &[])));
+        assert!(Principals::default().is_empty());
+        assert!(!Principals::default().includes(&user("", &[])));
     }
 
     #[test]
     fn empty_entries_are_refused() {
         for bad in ["", " ", "group:", "group: "] {
-            let err = PlatformWriters::parse(&[bad]).unwrap_err();
+            let err = Principals::parse(&[bad]).unwrap_err();
             assert!(err.to_string().contains("group:NAME"), "{err}");
         }
     }

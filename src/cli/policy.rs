@@ -7,9 +7,11 @@ use std::sync::Arc;
 use clap::Args;
 
 use crate::admission::Policy;
+use crate::admission::guard;
 use crate::admission::mutate::Settings;
 use crate::admission::naming::{DomainTemplate, TemplateError};
 use crate::admission::sidecars::{self, Catalogue};
+use crate::admission::writers::Principals;
 use crate::report::error_chain;
 
 /// Cluster settings the admission decision depends on.
@@ -55,6 +57,18 @@ pub struct PolicyArgs {
         value_name = "USER|group:NAME"
     )]
     pub platform_writers: Vec<String>,
+    /// Who the revision guard always lets delete a revision, even one that still serves:
+    /// comma-separated usernames and `group:NAME` entries, matched against the review's
+    /// `request.userInfo`. Replaces the default list (the garbage collector, the namespace
+    /// controller and kube-controller-manager), so keep those when adding to it.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_GUARD_ALLOWED_DELETERS",
+        value_delimiter = ',',
+        value_name = "USER|group:NAME",
+        default_values = crate::admission::guard::DEFAULT_ALLOWED_DELETERS
+    )]
+    pub guard_allowed_deleters: Vec<String>,
 }
 
 /// Settings that cannot be used.
@@ -85,9 +99,10 @@ impl PolicyArgs {
             knative: sidecars::Knative {
                 multi_container_probing: self.multi_container_probing,
             },
-            platform_writers: crate::admission::writers::PlatformWriters::parse(
-                &self.platform_writers,
-            )?,
+            platform_writers: Principals::parse(&self.platform_writers)?,
+            revision_guard: guard::Settings {
+                allowed_deleters: Principals::parse(&self.guard_allowed_deleters)?,
+            },
         })
     }
 

@@ -100,6 +100,7 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     if !args.watch.no_watch {
         let routes = apps::router(&watch, &status_metrics, &args.watch, &args.status_api);
         server.merge_routes(routes);
+        server.revision_owners(watch.revision_owners());
         watch.register_metrics(server.registry_mut());
         status_metrics.register(server.registry_mut());
     }

@@ -11,6 +11,8 @@
 //! - [`Server::readiness`] → [`Readiness::gate`]: a named flag `/readyz` waits for.
 //! - [`Server::registry_mut`]: the Prometheus registry `/metrics` encodes.
 //! - [`Server::guard_metrics`]: an access check `/metrics` requests pass first.
+//! - [`Server::revision_owners`]: the watch cache's view of a revision's Service, for the
+//!   revision guard (without it every owner is unknown).
 
 pub mod catalogue;
 mod listen;
@@ -33,6 +35,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admission::Policy;
+use crate::admission::guard::OwnerView;
 use metrics::{Exposition, Metrics};
 pub use readiness::Readiness;
 pub use shutdown::Shutdown;
@@ -75,6 +78,7 @@ pub struct Server {
     metrics: Metrics,
     extra_routes: Router,
     metrics_guard: Option<Arc<dyn routes::Guard>>,
+    revision_owners: Option<OwnerView>,
 }
 
 impl Server {
@@ -91,6 +95,7 @@ impl Server {
             metrics,
             extra_routes: Router::new(),
             metrics_guard: None,
+            revision_owners: None,
         }
     }
 
@@ -121,6 +126,12 @@ impl Server {
         self.metrics_guard = Some(guard);
     }
 
+    /// Let the revision guard ask `view` about a revision's Service (gone, being deleted, where
+    /// its traffic goes).
+    pub fn revision_owners(&mut self, view: OwnerView) {
+        self.revision_owners = Some(view);
+    }
+
     /// Load the certificates and bind the listeners.
     pub async fn bind(self) -> Result<Bound> {
         let (certs, reloader) =
@@ -140,6 +151,7 @@ impl Server {
             readiness: self.readiness.clone(),
             exposition: Exposition::new(self.registry),
             metrics_guard: self.metrics_guard,
+            revision_owners: self.revision_owners,
         };
         let serving = |router, tls| listen::Serving {
             router,

@@ -21,6 +21,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::metrics::{Exposition, Metrics, Outcome};
 use super::readiness::{Readiness, Status};
+use crate::admission::guard::{self, Owner, OwnerView};
 use crate::admission::{self, Policy};
 
 /// The largest request body accepted: an UPDATE review carries two objects of up to 3 MiB each.
@@ -37,6 +38,9 @@ pub struct AppState {
     pub exposition: Exposition,
     /// Checks `/metrics` requests first when set (`--metrics-auth`).
     pub metrics_guard: Option<Arc<dyn Guard>>,
+    /// What the watch cache knows of a revision's Service, for the revision guard (`None`: no
+    /// cache, every owner unknown).
+    pub revision_owners: Option<OwnerView>,
 }
 
 /// An access check of a route; `Err` is the response to send instead of the route's.
@@ -53,10 +57,7 @@ pub fn admission_router(state: AppState, extra: Router) -> Router {
     let state = Arc::new(state);
     Router::new()
         .route("/mutate", post(mutate))
-        .route(
-            crate::admission::guard::PATH,
-            post(validate_revision_delete),
-        )
+        .route(guard::PATH, post(validate_revision_delete))
         .with_state(state.clone())
         .merge(probe_router(state, extra))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -77,11 +78,16 @@ async fn mutate(State(state): State<Shared>, request: Request) -> Response {
     answer(&state, request, admission::review).await
 }
 
-/// The revision guard ([`crate::admission::guard`]), read and answered as `/mutate` is. The watch cache is
-/// not consulted here: the guard reads Knative's routing-state label on the revision.
+/// The revision guard ([`crate::admission::guard`]), read and answered as `/mutate` is, with the
+/// watch cache's view of the revision's Service when there is one.
 async fn validate_revision_delete(State(state): State<Shared>, request: Request) -> Response {
-    answer(&state, request, |body, _| {
-        crate::admission::guard::review(body, |_, _| crate::admission::guard::Owner::Unknown)
+    let owners = state.revision_owners.clone();
+    answer(&state, request, move |body, policy| {
+        guard::review(body, &policy.revision_guard, |lookup| {
+            owners
+                .as_ref()
+                .map_or(Owner::Unknown, |view| view.owner(lookup))
+        })
     })
     .await
 }
@@ -256,6 +262,7 @@ mod tests {
             readiness: Readiness::default(),
             exposition: Exposition::new(registry),
             metrics_guard: None,
+            revision_owners: None,
         };
         let review = serde_json::json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -266,7 +273,7 @@ mod tests {
                     "serving.knative.dev/service": "app",
                     "serving.knative.dev/routingState": "active"}}}}
         });
-        let request = axum::http::Request::post(crate::admission::guard::PATH)
+        let request = axum::http::Request::post(guard::PATH)
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from(review.to_string()))
             .unwrap();

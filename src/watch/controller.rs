@@ -27,6 +27,7 @@ use super::cache::{Cache, Evaluation, service_key};
 use super::hub::{AppKey, Change, Hub};
 use super::inflight::{Done, Writes};
 use super::metrics::Metrics;
+use super::owners::ServiceStore;
 use super::view::{KService, Revision};
 use super::writes::{Job, Transition, Writer};
 use crate::cluster::call::Backoff;
@@ -61,6 +62,8 @@ pub struct Shared {
     /// Whether this replica may write.
     pub leader: watch::Receiver<bool>,
     pub metrics: Metrics,
+    /// Set to the loop's Service store when the loop starts; the revision guard reads it.
+    pub services: ServiceStore,
 }
 
 fn scoped<K>(client: Client, ns: Option<&str>) -> Api<K>
@@ -96,6 +99,8 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let ns = opts.namespace.as_deref();
     let (services, svc_writer) = reflector::store::<KService>();
     let (revisions, rev_writer) = reflector::store::<Revision>();
+    // Set once: a loop runs once per process.
+    let _ = shared.services.set(services.clone());
     let cfg = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
     let svc_api = scoped::<KService>(client.clone(), ns);
     let rev_api = scoped::<Revision>(client.clone(), ns);

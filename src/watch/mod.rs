@@ -14,6 +14,7 @@ pub mod edit;
 pub mod hub;
 pub mod inflight;
 pub mod metrics;
+pub mod owners;
 pub mod plan;
 pub mod status;
 pub mod view;
@@ -27,6 +28,7 @@ use kube::Client;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::admission::guard::OwnerView;
 use crate::cluster::call::{self, Backoff};
 use crate::cluster::lease::{self, LeaseOptions};
 use crate::cluster::rbac::ApiCall;
@@ -66,6 +68,10 @@ pub struct WatchHandle {
     pub watch_buffer: usize,
     /// The loop's task; `None` with `--no-watch`.
     pub task: Option<JoinHandle<()>>,
+    /// The loop's Service store, once it exists.
+    services: owners::ServiceStore,
+    /// The namespace the loop watches (all when `None`).
+    namespace: Option<String>,
     stop: watch::Sender<bool>,
     shutdown_grace: Duration,
 }
@@ -78,6 +84,16 @@ impl WatchHandle {
         if let Some(task) = self.task.take() {
             let _ = tokio::time::timeout(self.shutdown_grace, task).await;
         }
+    }
+
+    /// The revision guard's view of the cached Services ([`owners::view`]): unknown until the
+    /// cache has synced, and outside the watched namespace.
+    pub fn revision_owners(&self) -> OwnerView {
+        owners::view(
+            self.services.clone(),
+            self.synced.clone(),
+            self.namespace.clone(),
+        )
     }
 
     /// Register the loop's metrics.
@@ -97,6 +113,8 @@ pub fn spawn(args: &WatchArgs) -> WatchHandle {
         metrics: Metrics::default(),
         watch_buffer: args.watch_buffer,
         task: None,
+        services: owners::ServiceStore::default(),
+        namespace: args.watch_namespace.clone(),
         stop,
         shutdown_grace: args.api_timeout.max(Duration::from_secs(1)) + Duration::from_secs(1),
     };
@@ -109,6 +127,7 @@ pub fn spawn(args: &WatchArgs) -> WatchHandle {
         synced: handle.synced.clone(),
         leader: handle.leader.clone(),
         metrics: handle.metrics.clone(),
+        services: handle.services.clone(),
     };
     handle.task = Some(tokio::spawn(run(args.clone(), shared, tx, stopped)));
     handle

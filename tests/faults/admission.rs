@@ -23,7 +23,7 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
     let dir = tempfile::tempdir().unwrap();
     let args = WatchArgs {
         no_watch: false,
-        kubeconfig: Some(crate::support::kubeconfig(fake.addr, dir.path())),
+        kubeconfig: Some(fake.kubeconfig(dir.path())),
         watch_namespace: None,
         lease_namespace: Some("system".into()),
         lease_name: "ksvc-webhook-watch".into(),

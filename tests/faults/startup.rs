@@ -16,7 +16,7 @@ const BUDGET_SECS: u64 = 3;
 /// and how long it ran.
 async fn serve(fake: &FakeApi) -> (Option<i32>, String, String, Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = crate::support::kubeconfig(fake.addr, dir.path());
+    let kubeconfig = fake.kubeconfig(dir.path());
     let certs = dir.path().join("certs");
     let child = Command::new(BIN)
         .args([

@@ -58,6 +58,7 @@ impl Loop {
             synced: synced.clone(),
             leader,
             metrics: Metrics::default(),
+            services: Default::default(),
         };
         let opts = LoopOptions {
             namespace: None,

@@ -99,6 +99,20 @@ impl FakeApi {
         kube::Client::try_from(config).unwrap()
     }
 
+    /// A kubeconfig in `dir` for this server (plain HTTP, namespace ksvc-system).
+    pub fn kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        let path = dir.join("kubeconfig");
+        let config = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
+             clusters: [{{name: fake, cluster: {{server: 'http://{}'}}}}]\n\
+             users: [{{name: fake, user: {{}}}}]\n\
+             contexts: [{{name: fake, context: {{cluster: fake, user: fake, namespace: ksvc-system}}}}]\n",
+            self.addr
+        );
+        std::fs::write(&path, config).unwrap();
+        path
+    }
+
     /// Create or replace an object as another controller (Knative, a user) would, keeping the
     /// stored generation unless the object sets one.
     pub fn put(&self, resource: &str, mut obj: Value) {

@@ -18,20 +18,6 @@ use tokio::sync::watch;
 
 pub use fake_api::FakeApi;
 
-/// A kubeconfig in `dir` for a plain-HTTP API server at `server` (the fake), namespace
-/// `ksvc-system`.
-pub fn kubeconfig(server: std::net::SocketAddr, dir: &std::path::Path) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    let config = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
-         clusters: [{{name: fake, cluster: {{server: 'http://{server}'}}}}]\n\
-         users: [{{name: fake, user: {{}}}}]\n\
-         contexts: [{{name: fake, context: {{cluster: fake, user: fake, namespace: ksvc-system}}}}]\n"
-    );
-    std::fs::write(&path, config).unwrap();
-    path
-}
-
 /// Wait (polling, up to a generous liveness bound) until `cond` holds; panics with `what`.
 pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     for _ in 0..2000 {
@@ -128,6 +114,7 @@ impl Replica {
             synced: synced.clone(),
             leader: leader.clone(),
             metrics: metrics.clone(),
+            services: Default::default(),
         };
         let opts = LoopOptions {
             namespace: None,

@@ -5,12 +5,15 @@
 //! Istio's `sidecar.istio.io/status`): per template its name, hash, container and volume names.
 //! Only what that record lists is ever replaced or removed; the user's containers and volumes are
 //! never touched. An injected copy whose template hash is unchanged is left exactly as it is (so
-//! fields Knative defaulted into it stay, and the revision template does not change); a changed
-//! template's copy is removed and the new one appended after the user's containers. A fronting
+//! fields Knative defaulted into it stay, and the revision template does not change) unless it
+//! was edited in place: then it is put back where it stands, as the template fills in now (the
+//! spec SHA covers only the user's containers, so an edit kept would be invisible to it). A
+//! changed template's copy is removed and the new one appended after the user's containers. A fronting
 //! template's serving port is handed over (and back) by `handover.rs`, and recorded beside.
 
 use serde::{Deserialize, Serialize};
 
+use super::edited::{edited, put_back_if_edited};
 use super::handover::{self, Handover};
 use super::{Params, Template};
 use crate::admission::ksvc;
@@ -187,15 +190,18 @@ pub fn converge(ed: &mut Editor, plan: &Plan, namespace: &str) -> Vec<String> {
     if let Some(h) = &plan.handover {
         handover::apply(ed, h);
     }
+    let mut warnings = Vec::new();
     for t in &plan.selected {
+        let kept = current.iter().any(|w| w.name == t.name);
         for kind in Kind::ALL {
-            add_missing(ed, kind, t, &params, plan.handover.as_ref());
+            let put_back = add_or_put_back(ed, kind, t, &params, plan.handover.as_ref(), kept);
+            warnings.extend(put_back.into_iter().map(|name| edited(kind, name, &t.name)));
         }
     }
     if removed_volume {
         drop_empty_list(ed, ksvc::VOLUMES);
     }
-    let mut warnings = changes(&plan.previous, &wanted);
+    warnings.extend(changes(&plan.previous, &wanted));
     warnings.extend(handed(&plan.previous, plan.handover.as_ref()));
     write_status(
         ed,
@@ -248,30 +254,39 @@ fn changes(previous: &Status, wanted: &[Injected]) -> Vec<String> {
 }
 
 /// Append each of `t`'s items of `kind` that the object does not hold yet, filled from `params`;
-/// the container a handover names gets the serving port.
-fn add_missing(
+/// the container a handover names gets the serving port. When `kept` (the template's copy is
+/// current), a copy that is no longer as injected — edited in place — is put back where it is.
+/// Returns the names put back.
+fn add_or_put_back<'t>(
     ed: &mut Editor,
     kind: Kind,
-    t: &Template,
+    t: &'t Template,
     params: &Params,
     handover: Option<&Handover>,
-) {
+    kept: bool,
+) -> Vec<&'t str> {
     let (names, items) = match kind {
         Kind::Container => (&t.container_names, &t.container_items),
         Kind::Volume => (&t.volume_names, &t.volume_items),
     };
+    let mut put_back = Vec::new();
     for (name, item) in names.iter().zip(items) {
-        if position(ed.doc(), kind.path(), name).is_none() {
-            let mut filled = item.fill(params);
-            if let Some(h) = handover
-                .filter(|h| kind == Kind::Container && h.template == t.name && h.container == *name)
-                && let Some(container) = filled.as_object_mut()
-            {
-                container.insert("ports", h.serving_ports());
+        let mut filled = item.fill(params);
+        if let Some(h) = handover
+            .filter(|h| kind == Kind::Container && h.template == t.name && h.container == *name)
+            && let Some(container) = filled.as_object_mut()
+        {
+            container.insert("ports", h.serving_ports());
+        }
+        match position(ed.doc(), kind.path(), name) {
+            None => ed.push(kind.path(), filled),
+            Some(at) if kept && put_back_if_edited(ed, kind, at, filled) => {
+                put_back.push(name.as_str());
             }
-            ed.push(kind.path(), filled);
+            Some(_) => {}
         }
     }
+    put_back
 }
 
 fn position(doc: &Node, path: &[&str], name: &str) -> Option<usize> {

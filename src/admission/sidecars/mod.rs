@@ -27,6 +27,7 @@
 //! Only [`load`] touches the file system; everything else is pure and reads no clock.
 
 mod catalogue;
+mod edited;
 mod fronting;
 mod handover;
 mod inject;

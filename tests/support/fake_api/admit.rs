@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use ksvc_webhook::admission::guard::{self, Owner};
+use ksvc_webhook::admission::guard::{self, Lookup};
 use ksvc_webhook::admission::writers::UserInfo;
 use ksvc_webhook::admission::{self, Policy, Request};
+use ksvc_webhook::watch::owners;
+use ksvc_webhook::watch::view::KService;
 use serde_json::{Value, json};
 
 use super::FakeApi;
@@ -108,18 +110,17 @@ pub(super) fn revision_delete(
     name: &str,
     user: &UserInfo,
 ) -> Option<Response> {
-    fake.policy()?;
+    let policy = fake.policy()?;
     let revision = fake.get("revisions", namespace, name)?;
     let service = revision["metadata"]["labels"]["serving.knative.dev/service"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    let owner = |ns: &str, svc: &str| match fake.get("services", ns, svc) {
-        None => Owner::Gone,
-        Some(k) if !k["metadata"]["deletionTimestamp"].is_null() => Owner::Deleting,
-        Some(k) => Owner::Present {
-            routes_to: routes_to(&k, name),
-        },
+    // The watch cache's view, over the stored Service.
+    let owner = |lookup: &Lookup| {
+        let stored = fake.get("services", lookup.namespace, lookup.service);
+        let ksvc: Option<KService> = stored.map(|k| serde_json::from_value(k).unwrap());
+        owners::owner(ksvc.as_ref(), lookup.revision)
     };
     let body = serde_json::to_vec(&json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -129,7 +130,7 @@ pub(super) fn revision_delete(
             "oldObject": revision}
     }))
     .unwrap();
-    let reviewed = guard::review(&body, owner).unwrap();
+    let reviewed = guard::review(&body, &policy.revision_guard, owner).unwrap();
     let answer: Value = serde_json::from_slice(&reviewed.body).unwrap();
     let routed = fake
         .get("services", namespace, &service)

@@ -4,11 +4,13 @@
 //! template annotation `autoscaling.knative.dev/min-scale: "0"` (plus `initial-scale: "0"` when
 //! the cluster allows zero initial scale). What each key held before — a value, or nothing — is
 //! recorded in the `flyte.org/stop-restore` annotation, so starting again restores exactly what
-//! the user had. On an UPDATE that turns the label on, that record is taken from the stored object
-//! (the running app), not from the stopping write, which may carry the stopped values already (the
-//! platform stops in one merge patch). Where the cluster refuses `initial-scale: "0"`, a stopping
-//! write's zero initial scale is undone with a warning ([`drop_zero_initial_scale`]). Edits go through [`Editor`], so an object already in the right state yields no
-//! operation and the template (hence the Knative revision) changes only when it must.
+//! the user had. Where the cluster refuses `initial-scale: "0"`, a stopping write's zero initial
+//! scale is undone with a warning ([`drop_zero_initial_scale`]). Edits go through [`Editor`], so
+//! an object already in the right state yields no operation and the template (hence the Knative
+//! revision) changes only when it must.
+//!
+//! Which record a write converges with, and the rules of a record a write brings, are
+//! `trust.rs`'s: the record is trusted only where it came from the webhook.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +20,12 @@ use serde::{Deserialize, Serialize};
 use crate::admission::ksvc;
 use crate::json::edit::Editor;
 use crate::keys;
+
+mod trust;
+
+pub use trust::{
+    RULE_KEYS, RULE_UNTRUSTED, admitted_record_rules, record_for, record_rules, unreadable,
+};
 
 /// Where a stop-controlled key lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,29 +63,6 @@ pub fn restore_record(doc: &Node) -> Result<Option<Restore>, serde_json::Error> 
     ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_STOP_RESTORE)
         .map(serde_json::from_str)
         .transpose()
-}
-
-/// The record a write converges with: the object's own (else, on a stopped app, the stored
-/// object's), except on an UPDATE that turns the stop label on. Then it is what the stored object (the running app) had for each key a stop sets, so
-/// a start brings back the running app, and removes what the stopping write added.
-pub fn record_for(doc: &Node, stored: Option<&Node>, zero_initial_scale: bool) -> Option<Restore> {
-    match stored {
-        Some(old) if ksvc::stopped(doc) && !ksvc::stopped(old) => {
-            let mut record = Restore::default();
-            for (place, key, _) in stop_keys(zero_initial_scale) {
-                let before = ksvc::get_str(old, &path_of(place, key)).map(str::to_string);
-                record.slot(place).insert(key.to_string(), before);
-            }
-            Some(record)
-        }
-        // A write to a stopped app that dropped the record (a replace from an old manifest)
-        // keeps the stored one.
-        Some(old) if ksvc::stopped(doc) && ksvc::stopped(old) => match restore_record(doc) {
-            Ok(None) => restore_record(old).ok().flatten(),
-            own => own.ok().flatten(),
-        },
-        _ => restore_record(doc).ok().flatten(),
-    }
 }
 
 /// Where the cluster refuses `initial-scale: "0"` (no `--allow-zero-initial-scale`): on a stopped
@@ -125,6 +110,13 @@ fn stop_keys(zero_initial_scale: bool) -> Vec<(Place, &'static str, &'static str
         ));
     }
     keys
+}
+
+/// Whether a stop sets `key` at `place` (whatever the cluster allows).
+fn is_stop_key(place: Place, key: &str) -> bool {
+    stop_keys(true)
+        .iter()
+        .any(|(p, k, _)| *p == place && *k == key)
 }
 
 fn path_of(place: Place, key: &str) -> Vec<&str> {
@@ -224,10 +216,12 @@ mod tests {
             }
             assert_eq!(record.template_annotations, want, "zero={zero}");
         }
-        // Not a transition: the object's own record (none here).
+        // Kept stopped, with no stored record (stopped past the webhook): what the stored
+        // object has; a CREATE: the object's own (none here).
+        let stored = record_for(&one_write_stop, Some(&one_write_stop), false).unwrap();
         assert_eq!(
-            record_for(&one_write_stop, Some(&one_write_stop), false),
-            None
+            stored.template_annotations,
+            BTreeMap::from([(keys::ANNOTATION_MIN_SCALE.to_string(), Some("0".into()))])
         );
         assert_eq!(record_for(&one_write_stop, None, false), None);
     }
