@@ -5,7 +5,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
-use ksvc_webhook::admission::validate::{self, Input, Operation};
+use ksvc_webhook::admission::validate::{self, Input};
+use ksvc_webhook::admission::violation::Operation;
 use ksvc_webhook::admission::{self, Policy, naming::DomainTemplate};
 use ksvc_webhook::json::Node;
 use serde_json::{Value, json};

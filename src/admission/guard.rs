@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use crate::admission::ksvc;
-use crate::admission::validate::{Violation, violation};
+use crate::admission::violation::{Violation, violation};
 use crate::admission::writers::{Principals, UserInfo};
 use crate::admission::{self, Decision, Request, ReviewError, Reviewed, Summary};
 use crate::keys;

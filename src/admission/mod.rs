@@ -21,6 +21,7 @@ pub mod sidecars;
 pub mod spec_sha;
 pub mod stop;
 pub mod validate;
+pub mod violation;
 pub mod writers;
 
 use std::sync::Arc;
@@ -35,7 +36,7 @@ use crate::json::{self, Node};
 use mutate::{Settings, Target};
 use naming::DomainTemplate;
 use sidecars::Catalogue;
-use validate::{Operation, Violation};
+use violation::{Operation, Violation};
 use writers::{Principals, UserInfo};
 
 /// The API version of every review this webhook reads and writes.
