@@ -11,7 +11,9 @@
 //! (`get` one, `list` a namespace or all, `watch` for streams; see [`super::auth`]). A
 //! cluster-wide `/apps` of a caller who may list only some namespaces is filtered to those and
 //! says so in [`FILTERED_HEADER`]. Open streams re-check access every cache TTL and end with an
-//! `ERROR` event once it is gone. Streams are limited overall and per caller (429 beyond).
+//! `ERROR` event once it is gone. Streams are limited overall and per caller (429 beyond). When
+//! the server stops (the drain after SIGTERM is over), every stream ends with an `ERROR` event
+//! of code 503 (`ServiceUnavailable`): reconnect, another replica answers.
 //!
 //! Served from this replica's cache; answers 503 until the cache has synced. Never reads apps
 //! from the API; only [`super::auth`] calls it, to review tokens and access.
@@ -23,7 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use axum::Json;
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -32,6 +34,7 @@ use serde_json::json;
 
 use super::access::{self, Access, Attributes, LimitHit, StreamLimits, Verb};
 use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer, StatusMetrics};
+use crate::server::shutdown::Stopping;
 use crate::watch::hub::{AppKey, AppRecord, Filter, Hub, Subscription, WatchEvent};
 
 /// Set (to `namespaces`) on a cluster-wide `/apps` answer that left out the namespaces the
@@ -230,6 +233,7 @@ fn watch_needs(filter: &Filter) -> Attributes {
 
 async fn watch(
     State(s): State<ApiState>,
+    stopping: Option<Extension<Stopping>>,
     headers: HeaderMap,
     Query(filter): Query<Filter>,
 ) -> Response {
@@ -265,6 +269,7 @@ async fn watch(
         sub: s.hub.subscribe(filter, s.buffer),
         _slot: slot,
         recheck,
+        stopping: stopping.map(|Extension(stopping)| stopping),
         sse,
         ended: false,
         metrics: s.metrics.clone(),
@@ -355,30 +360,77 @@ struct Streaming {
     sub: Subscription,
     _slot: Slot,
     recheck: Option<Recheck>,
+    /// Set when served by the server: resolves once it stops accepting.
+    stopping: Option<Stopping>,
     sse: bool,
     ended: bool,
     metrics: StatusMetrics,
 }
 
 impl Streaming {
-    /// The next frame: an event, or the final `ERROR` once access is gone.
+    /// The next frame: an event, or the final `ERROR` once access is gone or the server stops.
     async fn step(&mut self) -> Bytes {
+        let Self {
+            sub,
+            recheck,
+            stopping,
+            sse,
+            ended,
+            metrics,
+            ..
+        } = self;
+        let stopping = async {
+            match stopping.as_mut() {
+                Some(stopping) => stopping.wait().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            frame = Self::next(sub, recheck, metrics, *sse) => {
+                *ended = frame.ends;
+                frame.bytes
+            }
+            () = stopping => {
+                *ended = true;
+                encode_going_away(*sse)
+            }
+        }
+    }
+
+    /// The next event, or the final `ERROR` once access is gone.
+    async fn next(
+        sub: &mut Subscription,
+        recheck: &mut Option<Recheck>,
+        metrics: &StatusMetrics,
+        sse: bool,
+    ) -> Frame {
         loop {
-            let Some(recheck) = self.recheck.as_mut() else {
-                return encode(&self.sub.next().await, self.sse);
+            let Some(recheck) = recheck.as_mut() else {
+                return Frame::event(encode(&sub.next().await, sse));
             };
             tokio::select! {
-                event = self.sub.next() => return encode(&event, self.sse),
+                event = sub.next() => return Frame::event(encode(&event, sse)),
                 () = tokio::time::sleep_until(recheck.next) => {
                     if let Err(refusal) = recheck.still_allowed().await {
-                        tracing::info!(user = %recheck.checked.caller.user.username, reason = %refusal, "status watch stream cut off");
-                        self.metrics.watch_cut.inc();
-                        self.ended = true;
-                        return encode_end(&refusal, self.sse);
+                        tracing::info!(user = ?recheck.checked.caller.user.username, reason = %refusal, "status watch stream cut off");
+                        metrics.watch_cut.inc();
+                        return Frame { bytes: encode_end(&refusal, sse), ends: true };
                     }
                 }
             }
         }
+    }
+}
+
+/// One frame of a stream, and whether it is the last.
+struct Frame {
+    bytes: Bytes,
+    ends: bool,
+}
+
+impl Frame {
+    fn event(bytes: Bytes) -> Self {
+        Self { bytes, ends: false }
     }
 }
 
@@ -400,11 +452,21 @@ pub fn encode(event: &WatchEvent, sse: bool) -> Bytes {
 
 /// The last frame of a stream whose caller lost access: `{"type":"ERROR","status":{…}}`.
 pub fn encode_end(refusal: &Refusal, sse: bool) -> Bytes {
-    let code = refusal.status();
+    encode_error(refusal.status(), &format!("stream ended: {refusal}"), sse)
+}
+
+/// The last frame of every stream when the server stops: an `ERROR` of code 503.
+pub fn encode_going_away(sse: bool) -> Bytes {
+    let message = "stream ended: the server is shutting down; reconnect to reach another replica";
+    encode_error(StatusCode::SERVICE_UNAVAILABLE, message, sse)
+}
+
+/// `{"type":"ERROR","status":{"code","reason","message"}}`, as NDJSON or an SSE `error` frame.
+fn encode_error(code: StatusCode, message: &str, sse: bool) -> Bytes {
     let status = json!({
         "code": code.as_u16(),
         "reason": code.canonical_reason().unwrap_or_default(),
-        "message": format!("stream ended: {refusal}"),
+        "message": message,
     });
     let data = json!({"type": "ERROR", "status": status}).to_string();
     match sse {

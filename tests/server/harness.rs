@@ -16,7 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use ksvc_webhook::admission::Policy;
 use ksvc_webhook::certmgr::pki::{self, CertKey};
 use ksvc_webhook::server::tls::CertPaths;
-use ksvc_webhook::server::{Options, Server, Shutdown};
+use ksvc_webhook::server::{Limits, Options, Server, Shutdown};
 use rustls::pki_types::{CertificateDer, ServerName};
 use time::OffsetDateTime;
 use tokio::net::TcpStream;
@@ -115,7 +115,7 @@ pub struct Running {
     pub task: JoinHandle<()>,
 }
 
-/// Test defaults: quick reloads and drain, HTTP/1.1 only, no plain listener.
+/// Test defaults: quick reloads and drain, HTTP/1.1 only, no plain listener, `serve`'s limits.
 pub fn options(certs: &Path) -> Options {
     Options {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -125,6 +125,14 @@ pub fn options(certs: &Path) -> Options {
         http2: false,
         header_read_timeout: Duration::from_secs(5),
         drain_period: Duration::from_millis(100),
+        shutdown_timeout: Duration::from_secs(10),
+        limits: Limits {
+            request_timeout: Duration::from_secs(10),
+            body_budget: 64 << 20,
+            small_body_reserve: 16 << 20,
+            max_connections: 256,
+            max_connections_per_ip: 64,
+        },
     }
 }
 

@@ -141,13 +141,14 @@ async fn probes_metrics_and_extension_points() {
     assert!(metrics.contains("extra_things_total 1"), "{metrics}");
     assert!(metrics.contains("ksvc_webhook_certificate_expiry_timestamp_seconds"));
 
-    // The plain listener: probes, metrics and extra routes, but no admission.
+    // The plain listener: probes and metrics, as its --help says; no admission, no extra
+    // routes (the status API is served over TLS only).
     let plain = server.metrics_addr.unwrap();
     for (path, want) in [
         ("/healthz", 200),
         ("/readyz", 200),
         ("/metrics", 200),
-        ("/apps", 200),
+        ("/apps", 404),
     ] {
         assert_eq!(plain_get(plain, "GET", path).await, want, "{path}");
     }
