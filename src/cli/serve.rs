@@ -265,7 +265,11 @@ pub struct ServeArgs {
     #[arg(long, env = "KSVC_WEBHOOK_MAX_CONNECTIONS", default_value_t = 256)]
     pub max_connections: usize,
     /// Open connections per listener from one peer address; more are closed at once.
-    #[arg(long, env = "KSVC_WEBHOOK_MAX_CONNECTIONS_PER_IP", default_value_t = 64)]
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_MAX_CONNECTIONS_PER_IP",
+        default_value_t = 64
+    )]
     pub max_connections_per_ip: usize,
     /// Tokio worker threads (default: the CPUs this process may run on; 1 runs the
     /// current-thread scheduler).

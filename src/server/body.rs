@@ -185,7 +185,10 @@ mod tests {
         let head = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from("{"))]);
         let stalled = Body::from_stream(head.chain(futures::stream::pending()));
         let deadline = Instant::now() + Duration::from_secs(3);
-        assert_eq!(read(stalled, &b, deadline).await.unwrap_err(), Error::TimedOut);
+        assert_eq!(
+            read(stalled, &b, deadline).await.unwrap_err(),
+            Error::TimedOut
+        );
         assert!(Instant::now() >= deadline);
         assert_eq!(b.reserved(), 0);
     }

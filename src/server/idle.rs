@@ -17,34 +17,44 @@ use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use tokio::sync::watch;
 use tower::ServiceExt as _;
 
+/// The requests of one connection: open now, and begun since it opened (a request that
+/// begins and ends between two looks is activity too).
+#[derive(Debug, Clone, Copy, Default)]
+struct Count {
+    open: usize,
+    begun: u64,
+}
+
 /// The open requests of one connection.
 #[derive(Debug)]
 pub struct Activity {
-    open: watch::Sender<usize>,
+    count: watch::Sender<Count>,
 }
 
 impl Activity {
     pub fn new() -> Arc<Self> {
         Arc::new(Self {
-            open: watch::channel(0).0,
+            count: watch::channel(Count::default()).0,
         })
     }
 
     fn begin(self: &Arc<Self>) -> Open {
-        self.open.send_modify(|n| *n += 1);
+        self.count.send_modify(|c| {
+            c.open += 1;
+            c.begun += 1;
+        });
         Open(self.clone())
     }
 
     /// Resolves once no request has been open for `limit` (from the start, if none ever was).
     pub async fn idle_for(&self, limit: Duration) {
-        let mut rx = self.open.subscribe();
+        let mut rx = self.count.subscribe();
         loop {
             // The sender lives in `self`: these waits end only by their condition.
-            let _ = rx.wait_for(|&n| n == 0).await;
-            if tokio::time::timeout(limit, rx.wait_for(|&n| n > 0))
-                .await
-                .is_err()
-            {
+            let quiet = rx.wait_for(|c| c.open == 0).await;
+            let seen = quiet.map(|c| c.begun).unwrap_or_default();
+            let active = rx.wait_for(|c| c.open > 0 || c.begun != seen);
+            if tokio::time::timeout(limit, active).await.is_err() {
                 return;
             }
         }
@@ -57,7 +67,9 @@ struct Open(Arc<Activity>);
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.open.send_modify(|n| *n = n.saturating_sub(1));
+        self.0
+            .count
+            .send_modify(|c| c.open = c.open.saturating_sub(1));
     }
 }
 
@@ -128,8 +140,11 @@ mod tests {
         tokio::time::sleep(limit * 3).await;
         assert!(!waiter.is_finished(), "idle while a request is open");
         drop(open);
-        let dropped = tokio::time::Instant::now();
+        // A request that begins and ends at once restarts the wait too.
+        tokio::time::sleep(limit / 2).await;
+        drop(activity.begin());
+        let last = tokio::time::Instant::now();
         waiter.await.unwrap();
-        assert_eq!(dropped.elapsed(), limit);
+        assert_eq!(last.elapsed(), limit);
     }
 }

@@ -140,9 +140,8 @@ pub async fn serve(
     }
     drop(listener);
     closing.send_replace(true);
-    let finished = tokio::time::timeout(bound, async {
-        while tasks.join_next().await.is_some() {}
-    });
+    let finished =
+        tokio::time::timeout(bound, async { while tasks.join_next().await.is_some() {} });
     if finished.await.is_err() {
         tracing::warn!(
             listener = serving.name,

@@ -7,9 +7,7 @@
 //! what the rest of the process holds. Reads no clock, does no I/O.
 
 use super::Options;
-use super::listen::{
-    H1_MAX_BUF, H2_CONN_WINDOW, H2_MAX_HEADER_LIST, H2_MAX_STREAMS, H2_SEND_BUF,
-};
+use super::listen::{H1_MAX_BUF, H2_CONN_WINDOW, H2_MAX_HEADER_LIST, H2_MAX_STREAMS, H2_SEND_BUF};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;

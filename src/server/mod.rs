@@ -98,9 +98,7 @@ impl Limits {
                 "--small-body-reserve must be below --body-budget"
             }
             () if self.max_connections == 0 => "--max-connections must be at least 1",
-            () if self.max_connections_per_ip == 0 => {
-                "--max-connections-per-ip must be at least 1"
-            }
+            () if self.max_connections_per_ip == 0 => "--max-connections-per-ip must be at least 1",
             () if self.max_connections_per_ip > self.max_connections => {
                 "--max-connections-per-ip must not exceed --max-connections"
             }

@@ -6,25 +6,11 @@ use std::time::{Duration, Instant};
 
 use crate::certs::{CONFIGS, webhook_config};
 use crate::common::SLACK;
-use crate::support::FakeApi;
 use crate::support::fake_api::Fault;
+use crate::support::{FakeApi, kubeconfig};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
 const BUDGET_SECS: u64 = 3;
-
-/// A kubeconfig in `dir` for the fake (plain HTTP, namespace ksvc-system).
-pub fn kubeconfig(fake: &FakeApi, dir: &std::path::Path) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    let config = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
-         clusters: [{{name: fake, cluster: {{server: 'http://{}'}}}}]\n\
-         users: [{{name: fake, user: {{}}}}]\n\
-         contexts: [{{name: fake, context: {{cluster: fake, user: fake, namespace: ksvc-system}}}}]\n",
-        fake.addr
-    );
-    std::fs::write(&path, config).unwrap();
-    path
-}
 
 /// Run `serve` with self-managed certificates against `fake`; its exit status, stderr, stdout
 /// and how long it ran.

@@ -184,10 +184,42 @@ enum Sender {
     H2(hyper::client::conn::http2::SendRequest<Body>),
 }
 
+impl Conn {
+    /// Another handle on this HTTP/2 connection, to send a concurrent stream.
+    pub fn stream(&self) -> Self {
+        let Sender::H2(sender) = &self.sender else {
+            panic!("only an HTTP/2 connection carries concurrent streams")
+        };
+        Self {
+            h2: true,
+            peer_cert: self.peer_cert.clone(),
+            sender: Sender::H2(sender.clone()),
+        }
+    }
+}
+
 /// A verified TLS connection to `addr` offering `alpn`.
 pub async fn connect(addr: SocketAddr, ca_pem: &str, alpn: &[&[u8]]) -> std::io::Result<Conn> {
+    connect_from(None, addr, ca_pem, alpn).await
+}
+
+/// [`connect`] from the local address `from` (any of 127.0.0.0/8 reaches a server on
+/// 127.0.0.1: another peer as the server sees it).
+pub async fn connect_from(
+    from: Option<std::net::IpAddr>,
+    addr: SocketAddr,
+    ca_pem: &str,
+    alpn: &[&[u8]],
+) -> std::io::Result<Conn> {
     let connector = tokio_rustls::TlsConnector::from(client_config(ca_pem, alpn));
-    let tcp = TcpStream::connect(addr).await?;
+    let tcp = match from {
+        None => TcpStream::connect(addr).await?,
+        Some(ip) => {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::new(ip, 0))?;
+            socket.connect(addr).await?
+        }
+    };
     let name = ServerName::try_from(SERVER_NAME).unwrap();
     let tls = connector.connect(name, tcp).await?;
     let (_, session) = tls.get_ref();
@@ -353,4 +385,22 @@ pub async fn metric(server: &Running, prefix: &str) -> Option<f64> {
         .find(|line| line.starts_with(prefix))
         .and_then(|line| line.rsplit(' ').next())
         .and_then(|value| value.parse().ok())
+}
+
+/// Kills a spawned server if the test fails before it exits on its own.
+pub struct KillOnDrop(pub Option<std::process::Child>);
+
+impl KillOnDrop {
+    pub fn get(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().unwrap()
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }

@@ -17,6 +17,20 @@ use tokio::sync::watch;
 
 pub use fake_api::FakeApi;
 
+/// A kubeconfig in `dir` for the fake (plain HTTP, namespace ksvc-system).
+pub fn kubeconfig(fake: &FakeApi, dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    let config = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
+         clusters: [{{name: fake, cluster: {{server: 'http://{}'}}}}]\n\
+         users: [{{name: fake, user: {{}}}}]\n\
+         contexts: [{{name: fake, context: {{cluster: fake, user: fake, namespace: ksvc-system}}}}]\n",
+        fake.addr
+    );
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
 /// Wait (polling, up to a generous liveness bound) until `cond` holds; panics with `what`.
 pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     for _ in 0..2000 {
