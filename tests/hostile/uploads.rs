@@ -133,8 +133,11 @@ async fn stalled_http2_streams_are_cut_at_the_deadline_within_the_memory_bound()
             .is_some()
     );
     let baseline = served.memory("VmRSS");
-    let conn = served.connect(None, &[b"h2"]).await.unwrap();
+    let mut conn = served.connect(None, &[b"h2"]).await.unwrap();
     assert!(conn.h2);
+    // One answer first: then the client knows the server's settings (8 streams at once) and
+    // queues the rest instead of having them refused.
+    assert_eq!(conn.get("/healthz").await.0, StatusCode::OK);
     let uploads = (0..20)
         .map(|_| tokio::spawn(attack::stalled(conn.stream(), BODY_LIMIT)))
         .collect();

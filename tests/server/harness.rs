@@ -260,6 +260,15 @@ impl Conn {
         &mut self,
         request: hyper::Request<Body>,
     ) -> hyper::Result<(StatusCode, Bytes)> {
+        let (status, _, body) = self.exchange(request).await?;
+        Ok((status, body))
+    }
+
+    /// [`Conn::send`], with the answer's headers.
+    pub async fn exchange(
+        &mut self,
+        request: hyper::Request<Body>,
+    ) -> hyper::Result<(StatusCode, hyper::HeaderMap, Bytes)> {
         let response = match &mut self.sender {
             Sender::H1(s) => {
                 s.ready().await?;
@@ -270,9 +279,9 @@ impl Conn {
                 s.send_request(request).await?
             }
         };
-        let status = response.status();
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await?.to_bytes();
+        Ok((parts.status, parts.headers, body))
     }
 
     pub async fn get(&mut self, path: &str) -> (StatusCode, String) {
