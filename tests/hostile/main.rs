@@ -18,6 +18,8 @@ mod harness;
 #[cfg(test)]
 mod attack;
 #[cfg(test)]
+mod conns;
+#[cfg(test)]
 mod served;
 #[cfg(test)]
 mod shutdown;
