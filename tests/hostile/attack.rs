@@ -51,14 +51,19 @@ pub async fn stalled(mut conn: Conn, size: usize) -> Ended {
     }
 }
 
+impl Ended {
+    /// The status code, or `dropped`.
+    pub fn outcome(&self) -> String {
+        self.status
+            .map_or("dropped".to_owned(), |s| s.as_u16().to_string())
+    }
+}
+
 /// How often each answer came back.
 pub fn tally(ended: &[Ended]) -> std::collections::BTreeMap<String, usize> {
     let mut counts = std::collections::BTreeMap::new();
     for e in ended {
-        let key = e
-            .status
-            .map_or("dropped".to_owned(), |s| s.as_u16().to_string());
-        *counts.entry(key).or_default() += 1;
+        *counts.entry(e.outcome()).or_default() += 1;
     }
     counts
 }

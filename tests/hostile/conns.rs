@@ -14,7 +14,7 @@ const CONNECTIONS: usize = 200;
 
 async fn cost(http2: bool) {
     let args: &[&str] = if http2 { &["--http2"] } else { &[] };
-    let mut served = Served::start(args, None);
+    let served = Served::start(args, None);
     let alpn: &[&[u8]] = if http2 { &[b"h2"] } else { &[b"http/1.1"] };
     let mut warm = served.connect(None, alpn).await.unwrap();
     assert_eq!(warm.get("/healthz").await.0, StatusCode::OK);

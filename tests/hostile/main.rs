@@ -24,4 +24,6 @@ mod served;
 #[cfg(test)]
 mod shutdown;
 #[cfg(test)]
+mod soak;
+#[cfg(test)]
 mod uploads;

@@ -29,6 +29,7 @@ const COMMON: &[&str] = &[
 /// A running `serve`.
 pub struct Served {
     child: KillOnDrop,
+    pid: u32,
     pub addr: SocketAddr,
     pub pki: Pki,
     logs: Arc<Mutex<String>>,
@@ -70,6 +71,7 @@ impl Served {
                 logs.push('\n');
             }
         });
+        let pid = child.id();
         let child = KillOnDrop(Some(child));
         let started = Instant::now();
         let addr = loop {
@@ -88,6 +90,7 @@ impl Served {
         };
         Self {
             child,
+            pid,
             addr,
             pki,
             logs,
@@ -103,9 +106,8 @@ impl Served {
     }
 
     /// A line of /proc/PID/status in bytes (`VmRSS`: resident now, `VmHWM`: the peak).
-    pub fn memory(&mut self, field: &str) -> u64 {
-        let pid = self.child.get().id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    pub fn memory(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap();
         let line = status
             .lines()
             .find(|l| l.starts_with(&format!("{field}:")))

@@ -35,13 +35,13 @@ const HELD: usize = 3;
 /// each ended, the metrics, and the resident memory against the idle `baseline` plus what
 /// admission may add by the arithmetic (bodies and connections).
 async fn under_attack(
-    served: &mut Served,
+    served: &Served,
     baseline: u64,
     uploads: Vec<tokio::task::JoinHandle<Ended>>,
     what: &str,
 ) {
     let mut kube = served.h1().await;
-    let s = &*served;
+    let s = served;
     let held = harness::eventually(500, || async move {
         let (_, text) = s.h1().await.get("/metrics").await;
         text.lines().any(|l| {
@@ -107,7 +107,7 @@ fn count(ended: &[Ended], status: u16) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_http1_uploads_are_cut_at_the_deadline_within_the_memory_bound() {
-    let mut served = Served::start(LIMITS, None);
+    let served = Served::start(LIMITS, None);
     assert!(
         one_review(&mut served.h1().await, "warm-up")
             .await
@@ -119,14 +119,14 @@ async fn stalled_http1_uploads_are_cut_at_the_deadline_within_the_memory_bound()
         let conn = served.h1().await;
         uploads.push(tokio::spawn(attack::stalled(conn, BODY_LIMIT)));
     }
-    under_attack(&mut served, baseline, uploads, "HTTP/1.1").await;
+    under_attack(&served, baseline, uploads, "HTTP/1.1").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_http2_streams_are_cut_at_the_deadline_within_the_memory_bound() {
     let mut args = LIMITS.to_vec();
     args.push("--http2");
-    let mut served = Served::start(&args, None);
+    let served = Served::start(&args, None);
     assert!(
         one_review(&mut served.h1().await, "warm-up")
             .await
@@ -141,7 +141,7 @@ async fn stalled_http2_streams_are_cut_at_the_deadline_within_the_memory_bound()
     let uploads = (0..20)
         .map(|_| tokio::spawn(attack::stalled(conn.stream(), BODY_LIMIT)))
         .collect();
-    under_attack(&mut served, baseline, uploads, "HTTP/2, one connection").await;
+    under_attack(&served, baseline, uploads, "HTTP/2, one connection").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
