@@ -86,7 +86,10 @@ mod tests {
             (args.body_budget, args.small_body_reserve),
             (64 << 20, 16 << 20)
         );
-        assert_eq!((args.max_connections, args.max_connections_per_ip), (256, 64));
+        assert_eq!(
+            (args.max_connections, args.max_connections_per_ip),
+            (256, 64)
+        );
         assert!(!args.http2);
         assert!(args.policy.policy().is_ok());
     }

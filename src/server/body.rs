@@ -43,10 +43,10 @@ pub struct Read {
 
 /// Read `body` whole within `budget`, by `deadline`.
 pub async fn read(body: Body, budget: &Arc<BodyBudget>, deadline: Instant) -> Result<Read, Error> {
-    let declared = match body.size_hint().exact() {
-        Some(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
-        None => None,
-    };
+    let declared = body
+        .size_hint()
+        .exact()
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     if declared.is_some_and(|n| n > BODY_LIMIT) {
         return Err(Error::TooLarge);
     }

@@ -116,6 +116,21 @@ impl Served {
         kb * 1024
     }
 
+    /// CPU time the process has used (user and system), from /proc/PID/stat.
+    pub fn cpu(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap();
+        // Fields after the command name, which is in parentheses: utime and stime are the 12th
+        // and 13th, in clock ticks (100 per second on Linux).
+        let after = stat.rsplit_once(')').unwrap().1;
+        let fields: Vec<u64> = after
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .map(|f| f.parse().unwrap())
+            .collect();
+        Duration::from_millis((fields[0] + fields[1]) * 10)
+    }
+
     /// The memory arithmetic of docs/reliability.md for the flags this server runs with.
     pub fn arithmetic(&self) -> Arithmetic {
         let mut argv = vec!["ksvc-webhook".to_owned(), "serve".to_owned()];

@@ -30,7 +30,12 @@ struct Tally(Arc<Mutex<BTreeMap<(&'static str, String), usize>>>);
 
 impl Tally {
     fn add(&self, attack: &'static str, outcome: impl Into<String>) {
-        *self.0.lock().unwrap().entry((attack, outcome.into())).or_default() += 1;
+        *self
+            .0
+            .lock()
+            .unwrap()
+            .entry((attack, outcome.into()))
+            .or_default() += 1;
     }
 }
 
@@ -89,11 +94,13 @@ fn forged_start(uid: &str) -> Vec<u8> {
     };
     let gvk = json!({"group": "serving.knative.dev", "version": "v1", "kind": "Service"});
     let gvr = json!({"group": "serving.knative.dev", "version": "v1", "resource": "services"});
-    serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+    serde_json::to_vec(
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {"uid": uid, "kind": gvk, "resource": gvr, "requestKind": gvk,
             "requestResource": gvr, "name": "app-proj-dev", "namespace": "apps",
             "operation": "UPDATE", "userInfo": {"username": "tenant"},
-            "object": object(false), "oldObject": object(true), "dryRun": false}}))
+            "object": object(false), "oldObject": object(true), "dryRun": false}}),
+    )
     .unwrap()
 }
 
@@ -102,93 +109,138 @@ fn attacks(served: &Arc<Served>, end: Instant, tally: &Tally) -> Vec<tokio::task
     let mut tasks = Vec::new();
     for i in 0..16 {
         let t = tally.clone();
-        tasks.push(tokio::spawn(flood(served.clone(), i, false, end, move |c, _| {
-            let t = t.clone();
-            async move {
-                let ended = attack::stalled(c, BODY_LIMIT).await;
-                t.add("stalled upload, HTTP/1.1", ended.outcome());
-                None
-            }
-        })));
-    }
-    for i in 0..2 {
-        let t = tally.clone();
-        tasks.push(tokio::spawn(flood(served.clone(), i, true, end, move |mut c, _| {
-            let t = t.clone();
-            async move {
-                // Once the settings are known, streams beyond the limit queue.
-                c.get("/healthz").await;
-                let streams: Vec<_> = (0..20)
-                    .map(|_| tokio::spawn(attack::stalled(c.stream(), BODY_LIMIT)))
-                    .collect();
-                for stream in streams {
-                    let ended = stream.await.unwrap();
-                    t.add("stalled upload, HTTP/2 stream", ended.outcome());
+        tasks.push(tokio::spawn(flood(
+            served.clone(),
+            i,
+            false,
+            end,
+            move |c, _| {
+                let t = t.clone();
+                async move {
+                    let ended = attack::stalled(c, BODY_LIMIT).await;
+                    t.add("stalled upload, HTTP/1.1", ended.outcome());
+                    None
                 }
-                None
-            }
-        })));
+            },
+        )));
     }
     for i in 0..2 {
         let t = tally.clone();
-        tasks.push(tokio::spawn(flood(served.clone(), i, false, end, move |mut c, n| {
-            let t = t.clone();
-            async move {
-                let name = format!("{}{n}", "n".repeat(8 * 1024));
-                let answer = c.send(get(&format!("/apps/ns-{i}/{name}"), "t-nobody")).await;
-                t.add("long name on /apps/{ns}/{name}", status(&answer));
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                answer.ok().map(|_| c)
-            }
-        })));
-    }
-    for i in 0..2 {
-        let t = tally.clone();
-        tasks.push(tokio::spawn(flood(served.clone(), i, false, end, move |mut c, n| {
-            let t = t.clone();
-            async move {
-                let answer = c.send(get("/apps", &format!("garbage-{i}-{n}"))).await;
-                t.add("garbage token on /apps", status(&answer));
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                answer.ok().map(|_| c)
-            }
-        })));
-    }
-    for i in 0..2 {
-        let t = tally.clone();
-        tasks.push(tokio::spawn(flood(served.clone(), i, false, end, move |mut c, n| {
-            let t = t.clone();
-            async move {
-                let answer = c.review(forged_start(&format!("forged-{i}-{n}"))).await;
-                let outcome = match &answer {
-                    Ok((StatusCode::OK, body)) => {
-                        let v: serde_json::Value = serde_json::from_slice(body).unwrap();
-                        format!("allowed={}", v["response"]["allowed"])
+        tasks.push(tokio::spawn(flood(
+            served.clone(),
+            i,
+            true,
+            end,
+            move |mut c, _| {
+                let t = t.clone();
+                async move {
+                    // Once the settings are known, streams beyond the limit queue.
+                    c.get("/healthz").await;
+                    let streams: Vec<_> = (0..20)
+                        .map(|_| tokio::spawn(attack::stalled(c.stream(), BODY_LIMIT)))
+                        .collect();
+                    for stream in streams {
+                        let ended = stream.await.unwrap();
+                        t.add("stalled upload, HTTP/2 stream", ended.outcome());
                     }
-                    _ => status(&answer),
-                };
-                t.add("forged stop-restore on /mutate", outcome);
-                answer.ok().map(|_| c)
-            }
-        })));
+                    None
+                }
+            },
+        )));
+    }
+    for i in 0..2 {
+        let t = tally.clone();
+        tasks.push(tokio::spawn(flood(
+            served.clone(),
+            i,
+            false,
+            end,
+            move |mut c, n| {
+                let t = t.clone();
+                async move {
+                    let name = format!("{}{n}", "n".repeat(8 * 1024));
+                    let answer = c
+                        .send(get(&format!("/apps/ns-{i}/{name}"), "t-nobody"))
+                        .await;
+                    t.add("long name on /apps/{ns}/{name}", status(&answer));
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    answer.ok().map(|_| c)
+                }
+            },
+        )));
+    }
+    for i in 0..2 {
+        let t = tally.clone();
+        tasks.push(tokio::spawn(flood(
+            served.clone(),
+            i,
+            false,
+            end,
+            move |mut c, n| {
+                let t = t.clone();
+                async move {
+                    let answer = c.send(get("/apps", &format!("garbage-{i}-{n}"))).await;
+                    t.add("garbage token on /apps", status(&answer));
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    answer.ok().map(|_| c)
+                }
+            },
+        )));
+    }
+    for i in 0..2 {
+        let t = tally.clone();
+        tasks.push(tokio::spawn(flood(
+            served.clone(),
+            i,
+            false,
+            end,
+            move |mut c, n| {
+                let t = t.clone();
+                async move {
+                    let answer = c.review(forged_start(&format!("forged-{i}-{n}"))).await;
+                    let outcome = match &answer {
+                        Ok((StatusCode::OK, body)) => {
+                            let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+                            format!("allowed={}", v["response"]["allowed"])
+                        }
+                        _ => status(&answer),
+                    };
+                    t.add("forged stop-restore on /mutate", outcome);
+                    answer.ok().map(|_| c)
+                }
+            },
+        )));
     }
     for i in 0..8 {
         let t = tally.clone();
-        tasks.push(tokio::spawn(flood(served.clone(), i, false, end, move |mut c, _| {
-            let t = t.clone();
-            async move {
-                let stream = c.send(get("/apps/watch", "t-viewer"));
-                let until = tokio::time::Instant::from_std(end);
-                let outcome = match tokio::time::timeout_at(until, stream).await {
-                    Err(_) => "open to the end".to_owned(),
-                    Ok(answer) => format!("ended: {}", status(&answer)),
-                };
-                t.add("/apps/watch stream", outcome);
-                None
-            }
-        })));
+        tasks.push(tokio::spawn(flood(
+            served.clone(),
+            i,
+            false,
+            end,
+            move |mut c, _| {
+                let t = t.clone();
+                async move {
+                    let stream = c.send(get("/apps/watch", "t-viewer"));
+                    let until = tokio::time::Instant::from_std(end);
+                    let outcome = match tokio::time::timeout_at(until, stream).await {
+                        Err(_) => "open to the end".to_owned(),
+                        Ok(answer) => format!("ended: {}", status(&answer)),
+                    };
+                    t.add("/apps/watch stream", outcome);
+                    None
+                }
+            },
+        )));
     }
     tasks
+}
+
+/// `p50 … ms, p99 … ms` of some latencies.
+fn percentiles(mut latencies: Vec<Duration>) -> String {
+    latencies.sort();
+    let at = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p) as usize].as_secs_f64() * 1e3;
+    format!("p50 {:.2} ms, p99 {:.2} ms", at(0.5), at(0.99))
 }
 
 fn status<E>(answer: &Result<(StatusCode, bytes::Bytes), E>) -> String {
@@ -232,7 +284,10 @@ async fn soak_every_attack_at_once_while_reviews_keep_succeeding() {
     let secs: u64 = std::env::var("SOAK_SECS").map_or(60, |s| s.parse().unwrap());
     let fake = FakeApi::start().await;
     for i in 0..20 {
-        fake.put("services", ksvc(&format!("app-{i}"), false, false, 1, &[], ""));
+        fake.put(
+            "services",
+            ksvc(&format!("app-{i}"), false, false, 1, &[], ""),
+        );
     }
     fake.add_token("t-viewer", "viewer", &[]);
     fake.add_token("t-nobody", "nobody", &[]);
@@ -247,11 +302,18 @@ async fn soak_every_attack_at_once_while_reviews_keep_succeeding() {
         s.h1().await.send(get("/apps", "t-viewer")).await.unwrap().0 == StatusCode::OK
     });
     assert!(synced.await, "the status API never served the cache");
-    assert!(one_review(&mut served.h1().await, "warm-up").await.is_some());
+    assert!(
+        one_review(&mut served.h1().await, "warm-up")
+            .await
+            .is_some()
+    );
     let baseline = served.memory("VmRSS");
-    let reviews_before = fake.requests().len();
-
     let served = Arc::new(served);
+    // The same client without attackers, for comparison.
+    let (quiet, quiet_failed) =
+        kube_apiserver(served.clone(), 9, Instant::now() + Duration::from_secs(5)).await;
+    let reviews_before = fake.requests().len();
+    let cpu_before = served.cpu();
     let end = Instant::now() + Duration::from_secs(secs);
     let tally = Tally::default();
     let attackers = attacks(&served, end, &tally);
@@ -269,6 +331,7 @@ async fn soak_every_attack_at_once_while_reviews_keep_succeeding() {
         latencies.extend(ok);
         failed += f;
     }
+    let cpu = served.cpu() - cpu_before;
     for task in attackers {
         task.abort();
     }
@@ -276,21 +339,30 @@ async fn soak_every_attack_at_once_while_reviews_keep_succeeding() {
     let arithmetic = served.arithmetic();
     let bound = baseline + arithmetic.admission() + OTHERS;
     let api_calls = fake.requests().len() - reviews_before;
-    latencies.sort();
     let total = latencies.len() + failed;
-    let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p) as usize];
     let success = latencies.len() as f64 / total as f64;
     println!("\nsoak: {secs} s, every attack at once");
     for ((attack, outcome), n) in tally.0.lock().unwrap().iter() {
         println!("soak: {attack}: {outcome} × {n}");
     }
-    println!("soak: API calls by the server meanwhile (TokenReview, SubjectAccessReview, watch): {api_calls}");
     println!(
-        "soak: well-formed reviews: {} of {total} succeeded ({:.2} %), p50 {:.2} ms, p99 {:.2} ms",
+        "soak: API calls by the server meanwhile (TokenReview, SubjectAccessReview, watch): {api_calls}"
+    );
+    println!(
+        "soak: server CPU {:.1} s in {secs} s; load average {}",
+        cpu.as_secs_f64(),
+        std::fs::read_to_string("/proc/loadavg").unwrap().trim()
+    );
+    println!(
+        "soak: well-formed reviews without attack (5 s): {} ok, {quiet_failed} failed, {}",
+        quiet.len(),
+        percentiles(quiet)
+    );
+    println!(
+        "soak: well-formed reviews under attack: {} of {total} succeeded ({:.2} %), {}",
         latencies.len(),
         success * 100.0,
-        pct(0.5).as_secs_f64() * 1e3,
-        pct(0.99).as_secs_f64() * 1e3,
+        percentiles(latencies),
     );
     println!(
         "soak: RSS idle {:.1} MiB, peak sampled {:.1} MiB, VmHWM {:.1} MiB, bound {:.1} MiB",
