@@ -61,7 +61,8 @@ impl BodyBudget {
     }
 
     /// Bytes reserved now.
-    pub fn reserved(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn reserved(&self) -> usize {
         let used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
         used.small + used.large
     }

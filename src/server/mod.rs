@@ -13,12 +13,12 @@
 //! - [`Server::registry_mut`]: the Prometheus registry `/metrics` encodes.
 //! - [`Server::guard_metrics`]: an access check `/metrics` requests pass first.
 
-pub mod body;
+mod body;
 pub mod budget;
 pub mod catalogue;
-pub mod conns;
+mod conns;
 mod idle;
-pub mod listen;
+mod listen;
 pub mod memory;
 pub mod metrics;
 pub mod readiness;
