@@ -13,7 +13,7 @@
 //! says so in [`FILTERED_HEADER`]. Open streams re-check access every cache TTL and end with an
 //! `ERROR` event once it is gone. Streams are limited overall and per caller (429 beyond). When
 //! the server stops (the drain after SIGTERM is over), every stream ends with an `ERROR` event
-//! of code 503 (`ServiceUnavailable`): reconnect, another replica answers.
+//! of code 503: reconnect, another replica answers.
 //!
 //! Served from this replica's cache; answers 503 until the cache has synced. Never reads apps
 //! from the API; only [`super::auth`] calls it, to review tokens and access.
@@ -370,67 +370,41 @@ struct Streaming {
 impl Streaming {
     /// The next frame: an event, or the final `ERROR` once access is gone or the server stops.
     async fn step(&mut self) -> Bytes {
-        let Self {
-            sub,
-            recheck,
-            stopping,
-            sse,
-            ended,
-            metrics,
-            ..
-        } = self;
-        let stopping = async {
-            match stopping.as_mut() {
-                Some(stopping) => stopping.wait().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            frame = Self::next(sub, recheck, metrics, *sse) => {
-                *ended = frame.ends;
-                frame.bytes
-            }
-            () = stopping => {
-                *ended = true;
-                encode_going_away(*sse)
-            }
-        }
-    }
-
-    /// The next event, or the final `ERROR` once access is gone.
-    async fn next(
-        sub: &mut Subscription,
-        recheck: &mut Option<Recheck>,
-        metrics: &StatusMetrics,
-        sse: bool,
-    ) -> Frame {
         loop {
-            let Some(recheck) = recheck.as_mut() else {
-                return Frame::event(encode(&sub.next().await, sse));
-            };
+            let recheck_at = self.recheck.as_ref().map(|r| r.next);
             tokio::select! {
-                event = sub.next() => return Frame::event(encode(&event, sse)),
-                () = tokio::time::sleep_until(recheck.next) => {
+                event = self.sub.next() => return encode(&event, self.sse),
+                () = until(recheck_at) => {
+                    let Some(recheck) = self.recheck.as_mut() else { continue };
                     if let Err(refusal) = recheck.still_allowed().await {
                         tracing::info!(user = ?recheck.checked.caller.user.username, reason = %refusal, "status watch stream cut off");
-                        metrics.watch_cut.inc();
-                        return Frame { bytes: encode_end(&refusal, sse), ends: true };
+                        self.metrics.watch_cut.inc();
+                        self.ended = true;
+                        return encode_end(&refusal, self.sse);
                     }
+                }
+                () = stopped(&mut self.stopping) => {
+                    self.ended = true;
+                    return encode_going_away(self.sse);
                 }
             }
         }
     }
 }
 
-/// One frame of a stream, and whether it is the last.
-struct Frame {
-    bytes: Bytes,
-    ends: bool,
+/// Resolves at `at`; never without one.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
-impl Frame {
-    fn event(bytes: Bytes) -> Self {
-        Self { bytes, ends: false }
+/// Resolves once the server stops accepting; never outside a server.
+async fn stopped(stopping: &mut Option<Stopping>) {
+    match stopping {
+        Some(stopping) => stopping.wait().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -456,7 +430,7 @@ pub fn encode_end(refusal: &Refusal, sse: bool) -> Bytes {
 }
 
 /// The last frame of every stream when the server stops: an `ERROR` of code 503.
-pub fn encode_going_away(sse: bool) -> Bytes {
+fn encode_going_away(sse: bool) -> Bytes {
     let message = "stream ended: the server is shutting down; reconnect to reach another replica";
     encode_error(StatusCode::SERVICE_UNAVAILABLE, message, sse)
 }
