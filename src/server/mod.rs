@@ -292,3 +292,38 @@ impl Bound {
         tracing::info!("shutdown complete");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_that_contradict_each_other_are_refused() {
+        let ok = Limits {
+            request_timeout: Duration::from_secs(10),
+            body_budget: 64 << 20,
+            small_body_reserve: 16 << 20,
+            max_connections: 256,
+            max_connections_per_ip: 64,
+        };
+        assert!(ok.check().is_ok());
+        let cases: [(fn(&mut Limits), &str); 4] = [
+            (
+                |l| l.small_body_reserve = l.body_budget,
+                "--small-body-reserve",
+            ),
+            (|l| l.max_connections = 0, "--max-connections must"),
+            (
+                |l| l.max_connections_per_ip = 0,
+                "--max-connections-per-ip must be",
+            ),
+            (|l| l.max_connections_per_ip = 257, "must not exceed"),
+        ];
+        for (break_it, want) in cases {
+            let mut limits = ok.clone();
+            break_it(&mut limits);
+            let err = limits.check().unwrap_err().to_string();
+            assert!(err.contains(want), "{err}");
+        }
+    }
+}
