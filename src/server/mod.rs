@@ -307,7 +307,8 @@ mod tests {
             max_connections_per_ip: 64,
         };
         assert!(ok.check().is_ok());
-        let cases: [(fn(&mut Limits), &str); 4] = [
+        type Break = fn(&mut Limits);
+        let cases: [(Break, &str); 4] = [
             (
                 |l| l.small_body_reserve = l.body_budget,
                 "--small-body-reserve",
