@@ -1,7 +1,7 @@
 # The two commands: `make run` (the main job, no cluster needed) and `make test` (every check).
 CARGO ?= cargo
 
-.PHONY: run demo test fmt clippy unit bench bench-core bench-load manifests-check monitoring-check image certs
+.PHONY: run demo test fmt clippy unit bench bench-core bench-load soak manifests-check monitoring-check image certs
 
 BIN := ./target/release/ksvc-webhook
 
@@ -36,6 +36,11 @@ bench-core:
 # HTTPS load benchmark of the server with oha (see README "Server performance").
 bench-load:
 	./scripts/bench-load.sh
+
+# Every attack of docs/reliability.md ("The soak") at once against the built binary for
+# SOAK_SECS (60) seconds, while a well-formed client measures its reviews; prints a summary.
+soak:
+	$(CARGO) test --test hostile soak -- --ignored --nocapture
 
 # A check that could not run (the Knative CRD schema or promtool missing) is repeated here, at
 # the end.

@@ -29,6 +29,29 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("duration `{text}` is too large"))
 }
 
+/// Parse a size in bytes such as `64Mi`, `256Ki`, `1Gi` (Kubernetes' binary suffixes) or a bare
+/// number of bytes.
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let value: usize = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size; write e.g. 65536, 256Ki, 64Mi or 1Gi"))?;
+    let scale: usize = match unit.trim() {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        other => return Err(format!("unknown size unit `{other}`; use Ki, Mi or Gi")),
+    };
+    value
+        .checked_mul(scale)
+        .ok_or_else(|| format!("size `{text}` is too large"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,6 +70,22 @@ mod tests {
         }
         for bad in ["", "s", "10x", "-1s", "99999999999999999999h"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes_parse() {
+        let cases = [
+            ("65536", Ok(65536)),
+            ("256Ki", Ok(256 * 1024)),
+            ("64Mi", Ok(64 << 20)),
+            ("1Gi", Ok(1 << 30)),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_bytes(text), want, "{text}");
+        }
+        for bad in ["", "Mi", "10MB", "-1Mi", "99999999999999999999Gi"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
         }
     }
 }

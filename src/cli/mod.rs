@@ -80,6 +80,16 @@ mod tests {
         };
         assert_eq!(args.listen.to_string(), "0.0.0.0:8443");
         assert_eq!(args.drain_period, Duration::from_secs(5));
+        assert_eq!(args.shutdown_timeout, Duration::from_secs(10));
+        assert_eq!(args.request_timeout, Duration::from_secs(10));
+        assert_eq!(
+            (args.body_budget, args.small_body_reserve),
+            (64 << 20, 16 << 20)
+        );
+        assert_eq!(
+            (args.max_connections, args.max_connections_per_ip),
+            (256, 64)
+        );
         assert!(!args.http2);
         assert!(args.policy.policy().is_ok());
     }

@@ -20,7 +20,7 @@ use super::logs::LogFormat;
 use super::policy::PolicyArgs;
 use crate::apps::{self, args::StatusApiArgs};
 use crate::certmgr::CertArgs;
-use crate::flags::parse_duration;
+use crate::flags::{parse_bytes, parse_duration};
 use crate::server::catalogue::CatalogueReloader;
 use crate::server::{self, Server, tls::CertPaths};
 use crate::watch::args::WatchArgs;
@@ -82,6 +82,14 @@ pub fn options(args: &ServeArgs) -> server::Options {
         http2: args.http2,
         header_read_timeout: args.header_read_timeout,
         drain_period: args.drain_period,
+        shutdown_timeout: args.shutdown_timeout,
+        limits: server::Limits {
+            request_timeout: args.request_timeout,
+            body_budget: args.body_budget,
+            small_body_reserve: args.small_body_reserve,
+            max_connections: args.max_connections,
+            max_connections_per_ip: args.max_connections_per_ip,
+        },
     }
 }
 
@@ -111,20 +119,28 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     let cabundle_metrics = certmgr::metrics::Metrics::register(server.registry_mut());
     let certificates = manage_certificates(&args, &options, &watch, cabundle_metrics).await?;
     let bound = server.bind().await?;
+    let memory = server::memory::Arithmetic::of(&options);
     tracing::info!(
         listen = %bound.local_addr()?,
         metrics = ?bound.metrics_addr().transpose()?,
+        memory_bound_mib = memory.total() >> 20,
         "serving admission reviews"
     );
     let shutdown = bound.shutdown_handle();
+    let mut stopping = shutdown.stopping();
     tokio::spawn(async move {
         match server::shutdown::signal().await {
             Ok(()) => shutdown.trigger(),
             Err(err) => tracing::error!(error = %err, "cannot listen for signals"),
         }
     });
-    bound.run().await;
-    watch.shutdown().await;
+    // Once the drain is over the loop stops and releases its Lease (bounded by the API
+    // timeout) while the connections finish, so the other replica leads at once.
+    let release = async {
+        stopping.wait().await;
+        watch.shutdown().await;
+    };
+    tokio::join!(bound.run(), release);
     for task in [certificates, reload_catalogue].into_iter().flatten() {
         task.abort();
     }
@@ -233,6 +249,32 @@ pub struct ServeArgs {
     /// After SIGTERM: how long to keep answering (readiness already failing) before draining.
     #[arg(long, env = "KSVC_WEBHOOK_DRAIN_PERIOD", default_value = "5s", value_parser = parse_duration)]
     pub drain_period: Duration,
+    /// After the drain period: how long requests in flight may take to finish; the connections
+    /// still open then are dropped.
+    #[arg(long, env = "KSVC_WEBHOOK_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+    /// An admission request whose body has not arrived by then is answered 408 (keep it at or
+    /// below the webhook's `timeoutSeconds`).
+    #[arg(long, env = "KSVC_WEBHOOK_REQUEST_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Bytes of admission request bodies held at once, all requests together (e.g. 64Mi);
+    /// beyond it new requests get 503 with Retry-After.
+    #[arg(long, env = "KSVC_WEBHOOK_BODY_BUDGET", default_value = "64Mi", value_parser = parse_bytes)]
+    pub body_budget: usize,
+    /// The part of --body-budget only bodies of at most 256 KiB may use, so large uploads never
+    /// starve the small reviews kube-apiserver sends.
+    #[arg(long, env = "KSVC_WEBHOOK_SMALL_BODY_RESERVE", default_value = "16Mi", value_parser = parse_bytes)]
+    pub small_body_reserve: usize,
+    /// Open connections per listener; more are closed at once.
+    #[arg(long, env = "KSVC_WEBHOOK_MAX_CONNECTIONS", default_value_t = 256)]
+    pub max_connections: usize,
+    /// Open connections per listener from one peer address; more are closed at once.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_MAX_CONNECTIONS_PER_IP",
+        default_value_t = 64
+    )]
+    pub max_connections_per_ip: usize,
     /// Tokio worker threads (default: the CPUs this process may run on; 1 runs the
     /// current-thread scheduler).
     #[arg(long, env = "KSVC_WEBHOOK_WORKERS")]

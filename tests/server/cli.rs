@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hyper::StatusCode;
 
-use crate::harness::{self, review};
+use crate::harness::{self, KillOnDrop, review};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
 
@@ -84,24 +84,6 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
         .unwrap()
         .unwrap();
     assert!(status.success(), "{status}");
-}
-
-/// Kills the server if the test fails before it exits on its own.
-pub(crate) struct KillOnDrop(pub(crate) Option<std::process::Child>);
-
-impl KillOnDrop {
-    pub(crate) fn get(&mut self) -> &mut std::process::Child {
-        self.0.as_mut().unwrap()
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// The HTTPS address from the `serving admission reviews listen=…` log line.

@@ -16,7 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use ksvc_webhook::admission::Policy;
 use ksvc_webhook::certmgr::pki::{self, CertKey};
 use ksvc_webhook::server::tls::CertPaths;
-use ksvc_webhook::server::{Options, Server, Shutdown};
+use ksvc_webhook::server::{Limits, Options, Server, Shutdown};
 use rustls::pki_types::{CertificateDer, ServerName};
 use time::OffsetDateTime;
 use tokio::net::TcpStream;
@@ -115,7 +115,7 @@ pub struct Running {
     pub task: JoinHandle<()>,
 }
 
-/// Test defaults: quick reloads and drain, HTTP/1.1 only, no plain listener.
+/// Test defaults: quick reloads and drain, HTTP/1.1 only, no plain listener, `serve`'s limits.
 pub fn options(certs: &Path) -> Options {
     Options {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -125,6 +125,14 @@ pub fn options(certs: &Path) -> Options {
         http2: false,
         header_read_timeout: Duration::from_secs(5),
         drain_period: Duration::from_millis(100),
+        shutdown_timeout: Duration::from_secs(10),
+        limits: Limits {
+            request_timeout: Duration::from_secs(10),
+            body_budget: 64 << 20,
+            small_body_reserve: 16 << 20,
+            max_connections: 256,
+            max_connections_per_ip: 64,
+        },
     }
 }
 
@@ -176,10 +184,42 @@ enum Sender {
     H2(hyper::client::conn::http2::SendRequest<Body>),
 }
 
+impl Conn {
+    /// Another handle on this HTTP/2 connection, to send a concurrent stream.
+    pub fn stream(&self) -> Self {
+        let Sender::H2(sender) = &self.sender else {
+            panic!("only an HTTP/2 connection carries concurrent streams")
+        };
+        Self {
+            h2: true,
+            peer_cert: self.peer_cert.clone(),
+            sender: Sender::H2(sender.clone()),
+        }
+    }
+}
+
 /// A verified TLS connection to `addr` offering `alpn`.
 pub async fn connect(addr: SocketAddr, ca_pem: &str, alpn: &[&[u8]]) -> std::io::Result<Conn> {
+    connect_from(None, addr, ca_pem, alpn).await
+}
+
+/// [`connect`] from the local address `from` (any of 127.0.0.0/8 reaches a server on
+/// 127.0.0.1: another peer as the server sees it).
+pub async fn connect_from(
+    from: Option<std::net::IpAddr>,
+    addr: SocketAddr,
+    ca_pem: &str,
+    alpn: &[&[u8]],
+) -> std::io::Result<Conn> {
     let connector = tokio_rustls::TlsConnector::from(client_config(ca_pem, alpn));
-    let tcp = TcpStream::connect(addr).await?;
+    let tcp = match from {
+        None => TcpStream::connect(addr).await?,
+        Some(ip) => {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::new(ip, 0))?;
+            socket.connect(addr).await?
+        }
+    };
     let name = ServerName::try_from(SERVER_NAME).unwrap();
     let tls = connector.connect(name, tcp).await?;
     let (_, session) = tls.get_ref();
@@ -220,6 +260,15 @@ impl Conn {
         &mut self,
         request: hyper::Request<Body>,
     ) -> hyper::Result<(StatusCode, Bytes)> {
+        let (status, _, body) = self.exchange(request).await?;
+        Ok((status, body))
+    }
+
+    /// [`Conn::send`], with the answer's headers.
+    pub async fn exchange(
+        &mut self,
+        request: hyper::Request<Body>,
+    ) -> hyper::Result<(StatusCode, hyper::HeaderMap, Bytes)> {
         let response = match &mut self.sender {
             Sender::H1(s) => {
                 s.ready().await?;
@@ -230,9 +279,9 @@ impl Conn {
                 s.send_request(request).await?
             }
         };
-        let status = response.status();
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await?.to_bytes();
+        Ok((parts.status, parts.headers, body))
     }
 
     pub async fn get(&mut self, path: &str) -> (StatusCode, String) {
@@ -345,4 +394,22 @@ pub async fn metric(server: &Running, prefix: &str) -> Option<f64> {
         .find(|line| line.starts_with(prefix))
         .and_then(|line| line.rsplit(' ').next())
         .and_then(|value| value.parse().ok())
+}
+
+/// Kills a spawned server if the test fails before it exits on its own.
+pub struct KillOnDrop(pub Option<std::process::Child>);
+
+impl KillOnDrop {
+    pub fn get(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().unwrap()
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }

@@ -10,6 +10,8 @@ mod harness;
 #[cfg(test)]
 mod lifecycle;
 #[cfg(test)]
+mod limits;
+#[cfg(test)]
 mod requests;
 #[cfg(test)]
 mod watch_gate;

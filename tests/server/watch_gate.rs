@@ -12,8 +12,8 @@ use axum::response::IntoResponse;
 use hyper::StatusCode;
 use serde_json::json;
 
-use crate::cli::{BIN, KillOnDrop, listen_addr};
-use crate::harness::{self, review};
+use crate::cli::{BIN, listen_addr};
+use crate::harness::{self, KillOnDrop, review};
 
 /// `certs` output: a CA and a serving pair in `dir`; returns the CA's PEM.
 fn certs(dir: &Path) -> String {
