@@ -228,6 +228,12 @@ async fn a_flood_of_garbage_tokens_is_held_to_the_new_token_budget() {
         // Short enough that alice's answer expires during the test.
         ttl: Duration::from_millis(50),
         max_in_flight: 1_000,
+        // One new token a second: a loaded machine's pauses between the flood and the last
+        // request below do not refill the budget.
+        new_token_rate: Rate {
+            per_second: 1,
+            burst: 40,
+        },
         ..Settings::default()
     };
     let Rate { per_second, burst } = settings.new_token_rate;
