@@ -40,7 +40,7 @@ bench-load:
 # Every attack of docs/reliability.md ("The soak") at once against the built binary for
 # SOAK_SECS (60) seconds, while a well-formed client measures its reviews; prints a summary.
 soak:
-	$(CARGO) test --test hostile soak -- --ignored --nocapture
+	$(CARGO) test --test server hostile::soak -- --ignored --nocapture
 
 # A check that could not run (the Knative CRD schema or promtool missing) is repeated here, at
 # the end.
@@ -51,7 +51,7 @@ fmt:
 	$(CARGO) fmt --all -- --check
 
 clippy:
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 unit:
 	$(CARGO) test --all-targets

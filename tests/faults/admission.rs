@@ -9,9 +9,9 @@ use ksvc_webhook::apps::args::StatusApiArgs;
 use ksvc_webhook::watch::args::WatchArgs;
 
 use crate::common::{SLACK, since_fault};
-use crate::harness;
-use crate::support::FakeApi;
-use crate::support::fake_api::Fault;
+use support::FakeApi;
+use support::fake_api::Fault;
+use support::harness;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {

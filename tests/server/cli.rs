@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hyper::StatusCode;
 
-use crate::harness::{self, KillOnDrop, review};
+use support::harness::{self, KillOnDrop, review};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
 

@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Channel};
 use hyper::StatusCode;
 use ksvc_webhook::server::routes::BODY_LIMIT;
 
-use crate::harness::{self, Running, SERVER_NAME, review};
+use support::harness::{self, Running, SERVER_NAME, review};
 
 /// A `/mutate` request declaring a `size`-byte body, and the sender of that body.
 fn declared(size: usize) -> (Sender<Bytes>, hyper::Request<harness::Body>) {

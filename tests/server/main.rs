@@ -6,7 +6,7 @@
 #[cfg(test)]
 mod cli;
 #[cfg(test)]
-mod harness;
+mod hostile;
 #[cfg(test)]
 mod lifecycle;
 #[cfg(test)]

@@ -9,7 +9,7 @@ use ksvc_webhook::server::routes::BODY_LIMIT;
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::harness::{self, full, mutate_request, review};
+use support::harness::{self, full, mutate_request, review};
 
 #[tokio::test]
 async fn keep_alive_serves_many_sequential_reviews_on_one_connection() {

@@ -13,7 +13,7 @@ use hyper::StatusCode;
 use serde_json::json;
 
 use crate::cli::{BIN, listen_addr};
-use crate::harness::{self, KillOnDrop, review};
+use support::harness::{self, KillOnDrop, review};
 
 /// `certs` output: a CA and a serving pair in `dir`; returns the CA's PEM.
 fn certs(dir: &Path) -> String {

@@ -77,19 +77,12 @@ fn with_inject(x: &Value, inject: &str) -> Value {
 
 fn decide(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
     let old = (op == "UPDATE").then(|| object.clone());
-    let d = admission::decide(
+    let d = support::admit::decide(
         Request::kservice("p", op, "ns", object.clone(), old),
+        &object,
         policy,
     );
     assert!(d.allowed, "{}", d.message());
-    let mut replayed = object;
-    let patch: json_patch::Patch = serde_json::from_slice(d.patch.json()).unwrap();
-    json_patch::patch(&mut replayed, &patch).unwrap();
-    assert_eq!(
-        Some(&replayed),
-        d.object_json().as_ref(),
-        "the patch replays"
-    );
     d
 }
 

@@ -9,9 +9,9 @@ use std::time::Duration;
 use hyper::StatusCode;
 use ksvc_webhook::server::routes::BODY_LIMIT;
 
-use crate::attack::{self, Ended, one_review};
-use crate::harness;
-use crate::served::{Served, mib};
+use super::attack::{self, Ended, one_review};
+use super::served::{Served, mib};
+use support::harness;
 
 /// The request deadline of these tests.
 const DEADLINE: Duration = Duration::from_secs(3);

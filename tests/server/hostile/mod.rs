@@ -1,19 +1,8 @@
-//! Admission under hostile load (issue 19), against the built binary: stalled uploads over
+//! Admission under hostile load, against the built binary: stalled uploads over
 //! HTTP/1.1 and HTTP/2 ([`uploads`]), SIGTERM while streams and uploads are open ([`shutdown`]),
 //! and a one-minute soak of every attack at once ([`soak`], `#[ignore]`: `make soak`). Memory is
 //! read from /proc and checked against the arithmetic of docs/reliability.md; times are bounds,
 //! not measurements.
-
-#[cfg(test)]
-#[path = "../support/mod.rs"]
-mod support;
-
-// The server harness of tests/server: certificates, and a client that connects as
-// kube-apiserver does.
-#[cfg(test)]
-#[allow(dead_code)]
-#[path = "../server/harness.rs"]
-mod harness;
 
 #[cfg(test)]
 mod attack;

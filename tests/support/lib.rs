@@ -1,8 +1,13 @@
-//! Shared test support: the fake API server, Knative object builders, and a loop harness.
-// Test-only code: a failed setup step should panic loudly.
-#![allow(dead_code, clippy::unwrap_used)]
+//! The one test support library of the integration tests: the fake API server ([`fake_api`],
+//! which serves everything the tests need), the server harness ([`harness`]), the status API
+//! setup ([`status_api`]), deciding and replaying patches ([`admit`]), Knative object builders,
+//! polling and a loop harness. Every test binary, flat or a folder, uses it as `support::…`.
+// Test-only code: a failed setup step should panic loudly; fixtures are built with `new()`.
+#![allow(clippy::unwrap_used, clippy::new_without_default)]
 
+pub mod admit;
 pub mod fake_api;
+pub mod harness;
 pub mod status_api;
 
 use std::sync::Arc;

@@ -3,8 +3,6 @@
 //! writes, the revision guard on Revision deletes) and the watch loop running (issue 13).
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use ksvc_webhook::admission::Policy;
 use ksvc_webhook::admission::writers::Principals;
 use ksvc_webhook::watch::status::Phase;

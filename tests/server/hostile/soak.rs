@@ -19,10 +19,10 @@ use ksvc_webhook::server::memory::OTHERS;
 use ksvc_webhook::server::routes::BODY_LIMIT;
 use serde_json::json;
 
-use crate::attack::{self, one_review};
-use crate::harness::{self, Conn, SERVER_NAME};
-use crate::served::{Served, mib};
-use crate::support::{FakeApi, ksvc};
+use super::attack::{self, one_review};
+use super::served::{Served, mib};
+use support::harness::{self, Conn, SERVER_NAME};
+use support::{FakeApi, ksvc};
 
 /// Answers by attack and status, shared by the attackers.
 #[derive(Clone, Default)]

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Channel};
 use hyper::StatusCode;
 
-use crate::harness::{self, Conn, SERVER_NAME, review};
+use support::harness::{self, Conn, SERVER_NAME, review};
 
 /// How a stalled upload ended: the server's status (`None`: the connection was dropped) and
 /// when.

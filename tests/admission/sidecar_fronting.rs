@@ -14,6 +14,7 @@ use ksvc_webhook::admission::{self, Decision, Policy, Request};
 use ksvc_webhook::json::Node;
 use ksvc_webhook::json::edit::Editor;
 use serde_json::{Value, json};
+use support::admit::{admit, out};
 
 const CATALOGUE: &str = r#"
 default: [shipper]
@@ -64,25 +65,6 @@ fn app(extra: Value) -> Value {
         .unwrap()
         .extend(extra.as_object().unwrap().clone());
     c
-}
-
-/// Decide, and check that the patch applied to the input gives the output.
-fn admit(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
-    let old = (op == "UPDATE").then(|| object.clone());
-    let req = Request::kservice("u-1", op, "apps", object.clone(), old);
-    let d = admission::decide(req, policy);
-    if let Some(out) = d.object_json() {
-        let mut replayed = object;
-        let patch: json_patch::Patch = serde_json::from_slice(d.patch.json()).unwrap();
-        json_patch::patch(&mut replayed, &patch).unwrap();
-        assert_eq!(replayed, out, "the patch reproduces the output");
-    }
-    d
-}
-
-fn out(d: &Decision) -> Value {
-    assert!(d.allowed, "rejected: {}", d.message());
-    d.object_json().unwrap()
 }
 
 fn containers(o: &Value) -> &Vec<Value> {

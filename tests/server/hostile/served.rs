@@ -11,8 +11,8 @@ use clap::Parser;
 use ksvc_webhook::cli::{Cli, Command as Sub, serve};
 use ksvc_webhook::server::memory::Arithmetic;
 
-use crate::harness::{self, Conn, KillOnDrop, Pki, SecretDir};
-use crate::support::FakeApi;
+use support::FakeApi;
+use support::harness::{self, Conn, KillOnDrop, Pki, SecretDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
 

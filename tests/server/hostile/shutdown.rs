@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use hyper::StatusCode;
 use ksvc_webhook::server::routes::BODY_LIMIT;
 
-use crate::attack;
-use crate::harness::{self, SERVER_NAME};
-use crate::served::Served;
-use crate::support::{FakeApi, ksvc};
+use super::attack;
+use super::served::Served;
+use support::harness::{self, SERVER_NAME};
+use support::{FakeApi, ksvc};
 
 const LEASE: (&str, &str) = ("ksvc-system", "ksvc-webhook-watch");
 

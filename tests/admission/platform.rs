@@ -6,6 +6,7 @@
 use ksvc_webhook::admission::writers::{Principals, UserInfo};
 use ksvc_webhook::admission::{self, Decision, Policy, Request};
 use serde_json::{Value, json};
+use support::admit::out;
 
 const PLATFORM: &str = "system:serviceaccount:flyte:flyteadmin";
 const SHA: &str = "flyte.org/spec-sha";
@@ -50,13 +51,9 @@ fn decide(
         },
         ..Request::kservice("u", op, "flyte", obj.clone(), old.cloned())
     };
-    let d = admission::decide(request, policy);
+    let d = support::admit::decide(request, obj, policy);
     assert!(d.allowed, "{}", d.message());
     d
-}
-
-fn out(d: &Decision) -> Value {
-    d.object_json().unwrap()
 }
 
 /// The platform's one-write Stop, applied as a JSON merge patch.

@@ -4,8 +4,6 @@
 // Test helpers outside #[test] fns panic on a failed setup step, as the tests would.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::time::Duration;
 
 use axum::body::Body;

@@ -5,16 +5,13 @@
 #![allow(clippy::unwrap_used)]
 
 #[allow(dead_code)]
-#[path = "server/harness.rs"]
-mod harness;
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::Method;
 use ksvc_webhook::apps::auth::{ClientSource, MetricsAccess, Reviewer, Settings, StatusMetrics};
 use support::FakeApi;
+use support::harness;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Status line code and body of a plain GET with an optional bearer token.

@@ -3,8 +3,6 @@
 // Test helpers outside #[test] fns panic on a failed setup step, as the tests would.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -6,15 +6,9 @@
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
-#[path = "support/mod.rs"]
-mod support;
-
 // The server harness of tests/server: a server on 127.0.0.1 with generated certificates and a
 // client that connects as kube-apiserver does.
 #[allow(dead_code)]
-#[path = "server/harness.rs"]
-mod harness;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -26,6 +20,7 @@ use ksvc_webhook::admission::{Policy, guard};
 use ksvc_webhook::cli::{Cli, Command};
 use ksvc_webhook::watch::{WatchHandle, args::WatchArgs};
 use serde_json::{Value, json};
+use support::harness;
 use support::{FakeApi, ksvc, wait_until};
 
 const PLATFORM: &str = "system:serviceaccount:flyte:flyteadmin";

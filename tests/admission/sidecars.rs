@@ -8,10 +8,11 @@ use std::sync::Arc;
 use base64::Engine as _;
 use ksvc_webhook::admission::mutate;
 use ksvc_webhook::admission::sidecars::{Catalogue, Status};
-use ksvc_webhook::admission::{self, Decision, Policy, Request};
+use ksvc_webhook::admission::{self, Decision, Policy};
 use ksvc_webhook::json::Node;
 use ksvc_webhook::json::edit::Editor;
 use serde_json::{Value, json};
+use support::admit::{admit, admit_over, out};
 
 const CATALOGUE: &str = r#"
 default: [shipper]
@@ -55,34 +56,6 @@ fn ksvc(annotations: Value) -> Value {
         obj["metadata"]["annotations"] = annotations;
     }
     obj
-}
-
-fn request(op: &str, object: Value, old: Option<Value>) -> Request<'static> {
-    Request::kservice("u-1", op, "apps", object, old)
-}
-
-/// Decide (an UPDATE over the object itself), and check that the patch applied to the input
-/// gives the output.
-fn admit(op: &str, object: Value, policy: &Policy) -> Decision<'static> {
-    let old = (op == "UPDATE").then(|| object.clone());
-    admit_over(op, object, old, policy)
-}
-
-/// [`admit`] with the stored object given.
-fn admit_over(op: &str, object: Value, old: Option<Value>, policy: &Policy) -> Decision<'static> {
-    let d = admission::decide(request(op, object.clone(), old), policy);
-    if let Some(out) = d.object_json() {
-        let mut replayed = object;
-        let patch: json_patch::Patch = serde_json::from_slice(d.patch.json()).unwrap();
-        json_patch::patch(&mut replayed, &patch).unwrap();
-        assert_eq!(replayed, out, "the patch reproduces the output");
-    }
-    d
-}
-
-fn out(d: &Decision) -> Value {
-    assert!(d.allowed, "rejected: {}", d.message());
-    d.object_json().unwrap()
 }
 
 fn names(obj: &Value, list: &str) -> Vec<String> {

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use hyper::StatusCode;
 use ksvc_webhook::server::memory::per_connection;
 
-use crate::served::{Served, mib};
+use super::served::{Served, mib};
 
 /// Connections opened; spread over addresses to stay under the per-address share.
 const CONNECTIONS: usize = 200;
