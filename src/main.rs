@@ -1,4 +1,4 @@
-//! The `ksvc-webhook` binary: parse the command line, run it, print an error chain and exit 1.
+//! The `ksvc-webhook` binary: parse the command line, run it, print the error once and exit 1.
 
 use clap::Parser;
 
@@ -11,8 +11,7 @@ fn main() -> std::process::ExitCode {
     match ksvc_webhook::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            // Each cause once: some libraries' messages already embed their source's.
-            eprintln!("error: {}", ksvc_webhook::report::error_chain(err.as_ref()));
+            eprintln!("{}", ksvc_webhook::cli::message(&err));
             std::process::ExitCode::FAILURE
         }
     }

@@ -12,13 +12,14 @@ use ksvc_webhook::cli::app::{AppAction, AppStatusArgs, AppTarget, AppUpdateArgs}
 use ksvc_webhook::cli::app_print::Output;
 use ksvc_webhook::watch::args::WatchArgs;
 use serde_json::Value;
+use support::cli::kubeconfig_for;
 use support::{FakeApi, ksvc, revision, wait_until};
 
 fn target(name: &str) -> AppTarget {
     AppTarget {
         name: name.into(),
         namespace: Some("apps".into()),
-        kubeconfig: None,
+        cluster: Default::default(),
     }
 }
 
@@ -247,17 +248,6 @@ async fn status_watch_follows_changes() {
         result = follow => panic!("status --watch ended: {result:?}"),
         () = drive => {}
     }
-}
-
-/// A kubeconfig for `server` in `dir` (the caller keeps the directory, which goes when dropped).
-fn kubeconfig_for(server: &str, dir: &tempfile::TempDir) -> std::path::PathBuf {
-    let path = dir.path().join("kubeconfig");
-    let yaml = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n\
-         contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: system\nusers:\n- name: fake\n  user: {{}}\n"
-    );
-    std::fs::write(&path, yaml).unwrap();
-    path
 }
 
 fn watch_args(kubeconfig: std::path::PathBuf) -> WatchArgs {

@@ -7,9 +7,10 @@
 //! services get/update/watch and revisions list/watch.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use futures::StreamExt;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
@@ -19,8 +20,11 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use super::app_print::{self, Output};
 use crate::cluster::call::{self, Backoff, Updated};
+use crate::cluster::errors::{self, Origin};
+use crate::flags;
 use clap::{Args, Subcommand};
 
+use crate::admission::naming;
 use crate::keys;
 use crate::watch::controller::record_of;
 use crate::watch::edit::{AppUpdate, set_stopped};
@@ -42,26 +46,72 @@ pub fn run(args: AppArgs) -> anyhow::Result<()> {
             AppAction::Status(s) => &s.target,
             AppAction::Update(u) => &u.target,
         };
-        let client = client_for(target).await?;
-        let ns = target
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_owned());
-        run_with_client(client, &ns, args.action, &mut std::io::stdout()).await
+        let (client, server) = client_for(&target.cluster).await?;
+        let ns = match &target.namespace {
+            Some(ns) => ns.clone(),
+            // Checked before any call: a bad name would only come back as "invalid uri".
+            None => flags::parse_dns_label(client.default_namespace())
+                .map_err(|e| anyhow!("the kubeconfig context's namespace: {e}"))?,
+        };
+        run_with_client(client, &ns, args.action, &mut std::io::stdout())
+            .await
+            .map_err(|e| reword(e, &server))
     })
 }
 
-async fn client_for(target: &AppTarget) -> anyhow::Result<Client> {
-    let config = match &target.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).context("reading the kubeconfig")?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig or in-cluster config found")?,
+/// The client for the user's cluster, and the server's `HOST:PORT` for messages: the one place
+/// the CLI builds a client. Without a kubeconfig, inside a pod, its service account.
+pub async fn client_for(args: &ClusterArgs) -> Result<(Client, String), errors::Error> {
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
     };
-    Ok(Client::try_from(config)?)
+    let (read, path, origin) = match &args.kubeconfig {
+        Some(path) => (Kubeconfig::read_from(path), path.clone(), Origin::Flag),
+        None => match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+            Some(paths) => (Kubeconfig::read(), PathBuf::from(paths), Origin::Env),
+            None => (Kubeconfig::read(), default_kubeconfig(), Origin::Default),
+        },
+    };
+    let worded = |e| errors::Error::from_kubeconfig(e, &path, origin);
+    let config = match read.map_err(worded) {
+        Ok(kubeconfig) => kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(worded)?,
+        Err(missing @ errors::Error::NoKubeconfig { .. })
+            if origin == Origin::Default && args.context.is_none() =>
+        {
+            kube::Config::incluster().map_err(|_| missing)?
+        }
+        Err(e) => return Err(e),
+    };
+    let url = &config.cluster_url;
+    let port = url.port_u16().unwrap_or(match url.scheme_str() {
+        Some("http") => 80,
+        _ => 443,
+    });
+    let server = format!("{}:{port}", url.host().unwrap_or("localhost"));
+    let client = Client::try_from(config).map_err(|e| errors::Error::from_kube(&e, &server))?;
+    Ok((client, server))
+}
+
+/// `~/.kube/config`, as kube-rs looks it up.
+fn default_kubeconfig() -> PathBuf {
+    std::env::home_dir()
+        .unwrap_or_default()
+        .join(".kube")
+        .join("config")
+}
+
+/// A failed call, worded as kubectl words it; any other error as it is.
+fn reword(err: anyhow::Error, server: &str) -> anyhow::Error {
+    match err.downcast::<call::Error>() {
+        Ok(failed) => errors::Error::from_call(failed, server).into(),
+        Err(err) => match err.downcast::<kube::Error>() {
+            Ok(failed) => errors::Error::from_kube(&failed, server).into(),
+            Err(err) => err,
+        },
+    }
 }
 
 /// Run one action against a client (tests pass one pointed at a fake API server).
@@ -230,14 +280,33 @@ pub enum AppAction {
 #[derive(Debug, Clone, Args)]
 pub struct AppTarget {
     /// The KService name.
+    #[arg(value_parser = parse_kservice_name)]
     pub name: String,
     /// The KService namespace; default: the kubeconfig context's namespace.
-    #[arg(short = 'n', long, env = "KSVC_WEBHOOK_APP_NAMESPACE")]
+    #[arg(short = 'n', long, env = "KSVC_WEBHOOK_APP_NAMESPACE", value_parser = flags::parse_dns_label)]
     pub namespace: Option<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Which cluster, as the user's kubeconfig names it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClusterArgs {
     /// Kubeconfig file with the user's own credentials; default: `$KUBECONFIG`, then
     /// `~/.kube/config`, then the in-cluster config.
-    #[arg(long)]
-    pub kubeconfig: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use; default: its current context.
+    #[arg(long, env = "KSVC_WEBHOOK_APP_CONTEXT")]
+    pub context: Option<String>,
+}
+
+/// A KService name: a DNS-1035 label.
+fn parse_kservice_name(text: &str) -> Result<String, String> {
+    match naming::dns1035_problem(text) {
+        None => Ok(text.to_owned()),
+        Some(problem) => Err(format!("{text:?} is not a KService name: it {problem}")),
+    }
 }
 
 /// Arguments of `app status`.

@@ -29,6 +29,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// The line `main` prints for a failed command: an answer of the API server or a failed
+/// connection as kubectl prints it, anything else after `error: ` with each cause once.
+pub fn message(err: &anyhow::Error) -> String {
+    match err.downcast_ref::<crate::cluster::errors::Error>() {
+        Some(worded) if worded.is_verbatim() => worded.to_string(),
+        _ => format!("error: {}", crate::report::error_chain(err.as_ref())),
+    }
+}
+
 /// Admission webhook, sidecar injector and watch loop for Knative Services.
 #[derive(Debug, Parser)]
 #[command(name = "ksvc-webhook", version, about, long_about = None)]

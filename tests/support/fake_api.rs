@@ -250,6 +250,8 @@ pub enum Fault {
     /// An error `Status` with this code (403, 404, 409, 500 …). A 409 on a named object also
     /// changes it first, as the concurrent writer behind a real conflict would.
     Status(u16),
+    /// An error `Status` with this code, reason and message, as a real refusal words it.
+    Refusal(u16, &'static str, &'static str),
     /// 429 Too Many Requests with `Retry-After: 1`.
     Throttled,
     /// Never answer: the client's timeout ends the call.
@@ -273,7 +275,7 @@ impl Fault {
     /// The short name used in the fault table.
     pub fn label(self) -> String {
         match self {
-            Fault::Status(code) => code.to_string(),
+            Fault::Status(code) | Fault::Refusal(code, ..) => code.to_string(),
             Fault::Throttled => "429+Retry-After".into(),
             Fault::Hang => "timeout".into(),
             Fault::Drop => "dropped".into(),
@@ -289,6 +291,12 @@ impl Fault {
             (code, axum::Json(body)).into_response()
         };
         match self {
+            Fault::Refusal(code, reason, message) => {
+                let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                  "message": message, "reason": reason, "code": code});
+                let code = axum::http::StatusCode::from_u16(code).unwrap();
+                (code, axum::Json(body)).into_response()
+            }
             Fault::Status(403) => status(403, "Forbidden"),
             Fault::Status(404) => status(404, "NotFound"),
             Fault::Status(409) => status(409, "Conflict"),

@@ -1,7 +1,9 @@
-//! Shared test support: the fake API server, Knative object builders, and a loop harness.
+//! Shared test support: the fake API server, the binary run against it, Knative object
+//! builders, and a loop harness.
 // Test-only code: a failed setup step should panic loudly.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod cli;
 pub mod fake_api;
 
 use std::sync::Arc;
