@@ -230,3 +230,91 @@ fn mutate_acts_as_the_given_writer() {
     assert_ne!(sha_as(&["--user", "alice"]), "platform-own-sha");
     assert_ne!(sha_as(&[]), "platform-own-sha");
 }
+
+/// Values that cannot work are refused before anything runs, in one message that says the form
+/// expected, naming the environment variable when it carried the value (issue 21).
+#[test]
+fn values_that_cannot_work_are_refused_with_the_form_expected() {
+    let cases: &[(&[&str], &[(&str, &str)], i32, &str)] = &[
+        (
+            &["certs", "--days", "0", "--out", "target/never"],
+            &[],
+            2,
+            "0 days would make a certificate that is expired when it is created; give 1 to 36500",
+        ),
+        (
+            &["certs", "--out", "target/never"],
+            &[("KSVC_WEBHOOK_CERT_DAYS", "0")],
+            2,
+            "invalid value '0' for '--days <DAYS>' from the environment variable 'KSVC_WEBHOOK_CERT_DAYS'",
+        ),
+        (
+            &["certs", "--service", "Bad_Name!", "--out", "target/never"],
+            &[],
+            2,
+            "\"Bad_Name!\" is not a Service name: it must start with a lower-case letter",
+        ),
+        (
+            &["certs", "--namespace", "a b", "--out", "target/never"],
+            &[],
+            2,
+            "\"a b\" is not a DNS-1123 label",
+        ),
+        (
+            &["name", "--project", "", "--domain", "dev", "--name", "x"],
+            &[],
+            1,
+            "metadata.labels[flyte.org/project]: \"\" is empty",
+        ),
+        (
+            &["app", "update", "x", "-n", "apps", "--min-scale", "-1"],
+            &[],
+            2,
+            "-1 is out of range: Knative takes a scale from 0 to 2147483647 (an int32)",
+        ),
+        (
+            &[
+                "app",
+                "update",
+                "x",
+                "-n",
+                "apps",
+                "--min-scale",
+                "3000000000",
+            ],
+            &[],
+            2,
+            "3000000000 is out of range: Knative takes a scale from 0 to 2147483647",
+        ),
+        (
+            &["app", "update", "x", "-n", "apps"],
+            &[("KSVC_WEBHOOK_APP_MAX_SCALE", "many")],
+            2,
+            "invalid value 'many' for '--max-scale <MAX_SCALE>' from the environment variable \
+             'KSVC_WEBHOOK_APP_MAX_SCALE': `many` is not a whole number from 0 to 2147483647",
+        ),
+        (
+            &["mutate", "-f", "-", "-n", "team x"],
+            &[],
+            2,
+            "invalid value 'team x' for '--namespace <NAMESPACE>'",
+        ),
+    ];
+    for (args, env, code, sentence) in cases {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"));
+        cmd.args(*args)
+            .envs(env.iter().copied())
+            .env("NO_COLOR", "1");
+        let out = cmd
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
+        assert_eq!(err.matches(sentence).count(), 1, "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        // Not clap's tip for a negative number taken for a flag.
+        assert!(!err.contains("'-- -1'"), "{args:?}: {err}");
+    }
+    assert!(!std::path::Path::new("target/never").exists());
+}

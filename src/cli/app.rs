@@ -24,7 +24,6 @@ use crate::cluster::errors::{self, Origin};
 use crate::flags;
 use clap::{Args, Subcommand};
 
-use crate::admission::naming;
 use crate::keys;
 use crate::watch::controller::record_of;
 use crate::watch::edit::{AppUpdate, set_stopped};
@@ -280,7 +279,7 @@ pub enum AppAction {
 #[derive(Debug, Clone, Args)]
 pub struct AppTarget {
     /// The KService name.
-    #[arg(value_parser = parse_kservice_name)]
+    #[arg(value_parser = super::parse_service_name)]
     pub name: String,
     /// The KService namespace; default: the kubeconfig context's namespace.
     #[arg(short = 'n', long, env = "KSVC_WEBHOOK_APP_NAMESPACE", value_parser = flags::parse_dns_label)]
@@ -299,14 +298,6 @@ pub struct ClusterArgs {
     /// The kubeconfig context to use; default: its current context.
     #[arg(long, env = "KSVC_WEBHOOK_APP_CONTEXT")]
     pub context: Option<String>,
-}
-
-/// A KService name: a DNS-1035 label.
-fn parse_kservice_name(text: &str) -> Result<String, String> {
-    match naming::dns1035_problem(text) {
-        None => Ok(text.to_owned()),
-        Some(problem) => Err(format!("{text:?} is not a KService name: it {problem}")),
-    }
 }
 
 /// Arguments of `app status`.
@@ -337,10 +328,24 @@ pub struct AppUpdateArgs {
     /// New image of the serving container.
     #[arg(long, env = "KSVC_WEBHOOK_APP_IMAGE")]
     pub image: Option<String>,
-    /// New `autoscaling.knative.dev/min-scale`.
-    #[arg(long, env = "KSVC_WEBHOOK_APP_MIN_SCALE")]
+    /// New `autoscaling.knative.dev/min-scale`: 0 to 2147483647.
+    #[arg(long, env = "KSVC_WEBHOOK_APP_MIN_SCALE", value_parser = parse_scale,
+          allow_negative_numbers = true)]
     pub min_scale: Option<u32>,
-    /// New `autoscaling.knative.dev/max-scale` (0 = unlimited).
-    #[arg(long, env = "KSVC_WEBHOOK_APP_MAX_SCALE")]
+    /// New `autoscaling.knative.dev/max-scale`: 0 (unlimited) to 2147483647.
+    #[arg(long, env = "KSVC_WEBHOOK_APP_MAX_SCALE", value_parser = parse_scale,
+          allow_negative_numbers = true)]
     pub max_scale: Option<u32>,
+}
+
+/// A scale bound as Knative takes it: an int32 of 0 or more.
+fn parse_scale(text: &str) -> Result<u32, String> {
+    let limit = i32::MAX.unsigned_abs();
+    match text.trim().parse::<i64>() {
+        Ok(n) if (0..=i64::from(limit)).contains(&n) => u32::try_from(n).map_err(|e| e.to_string()),
+        Ok(_) => Err(format!(
+            "{text} is out of range: Knative takes a scale from 0 to {limit} (an int32)"
+        )),
+        Err(_) => Err(format!("`{text}` is not a whole number from 0 to {limit}")),
+    }
 }

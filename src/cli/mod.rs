@@ -8,7 +8,7 @@ pub mod offline;
 pub mod policy;
 pub mod serve;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use app::AppArgs;
 use certs::CertsArgs;
@@ -26,6 +26,74 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::App(args) => app::run(args),
         Command::Serve(args) => serve::run(*args),
         Command::Certs(args) => certs::run(args),
+    }
+}
+
+/// Parse the command line; exit 2 with clap's message when it is wrong, naming the environment
+/// variable when the bad value came from one.
+pub fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|err| name_the_variable(err).exit())
+}
+
+/// `err`, with `'--flag <VALUE>' from the environment variable 'NAME'` when the value it refuses
+/// is the flag's environment variable's and the command line does not give the flag.
+fn name_the_variable(mut err: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        err.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return err;
+    }
+    let (Some(ContextValue::String(shown)), Some(ContextValue::String(value))) = (
+        err.get(ContextKind::InvalidArg),
+        err.get(ContextKind::InvalidValue),
+    ) else {
+        return err;
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let given = |arg: &clap::Arg| {
+        argv.iter().any(|a| {
+            let long = arg.get_long().is_some_and(|l| {
+                a.strip_prefix("--")
+                    .and_then(|a| a.strip_prefix(l))
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+            });
+            let short = arg.get_short().is_some_and(|s| {
+                a.strip_prefix('-')
+                    .is_some_and(|rest| !rest.starts_with('-') && rest.starts_with(s))
+            });
+            long || short
+        })
+    };
+    let from_env = |arg: &clap::Arg| {
+        let env = arg.get_env()?;
+        let named = arg
+            .get_long()
+            .is_some_and(|l| shown.split(' ').next() == Some(&format!("--{l}")));
+        let same = std::env::var_os(env).is_some_and(|v| v.to_string_lossy() == value.as_str());
+        (named && same && !given(arg)).then(|| env.to_string_lossy().into_owned())
+    };
+    let Some(variable) = find_arg(&Cli::command(), &from_env) else {
+        return err;
+    };
+    let shown = format!("{shown}' from the environment variable '{variable}");
+    err.insert(ContextKind::InvalidArg, ContextValue::String(shown));
+    err
+}
+
+/// The first `Some` that `f` gives for an argument of `cmd` or its subcommands.
+fn find_arg<T>(cmd: &clap::Command, f: &impl Fn(&clap::Arg) -> Option<T>) -> Option<T> {
+    cmd.get_arguments()
+        .find_map(f)
+        .or_else(|| cmd.get_subcommands().find_map(|sub| find_arg(sub, f)))
+}
+
+/// A Service or KService name: a DNS-1035 label.
+fn parse_service_name(text: &str) -> Result<String, String> {
+    match crate::admission::naming::dns1035_problem(text) {
+        None => Ok(text.to_owned()),
+        Some(problem) => Err(format!("{text:?} is not a Service name: it {problem}")),
     }
 }
 

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::admission::{self, Request};
 use crate::admission::{ksvc, mutate as edits, naming};
+use crate::keys;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -155,12 +156,30 @@ pub fn uninject(args: &InputArgs) -> anyhow::Result<()> {
     write_out(&docs::render(input.format, &input.items)?)
 }
 
-/// `name`: the deterministic KService name of an identity.
+/// `name`: the deterministic KService name of an identity, or admission's refusal of it.
 pub fn name(args: &NameArgs) -> anyhow::Result<()> {
-    let app = naming::app_name(&args.project, &args.domain, &args.name);
-    if let Some(problem) = naming::dns1035_problem(&app.name) {
-        bail!("{:?} is not a valid KService name: it {problem}", app.name);
+    let labels = serde_json::json!({
+        keys::LABEL_PROJECT: args.project, keys::LABEL_DOMAIN: args.domain,
+        keys::LABEL_APP_NAME: args.name,
+    });
+    let object = serde_json::json!({
+        "apiVersion": "serving.knative.dev/v1", "kind": "Service",
+        "metadata": {"labels": labels},
+        "spec": {"template": {"spec": {"containers": [{"image": "image"}]}}},
+    });
+    let request = Request::kservice("offline", "CREATE", "default", object, None);
+    let decision = admission::decide(request, &admission::Policy::default());
+    // Only the identity's own rules: the namespace and the route domain are not known here.
+    let refused: Vec<String> = decision
+        .violations
+        .iter()
+        .filter(|v| v.rule.starts_with("identity"))
+        .map(|v| format!("\n- {v}"))
+        .collect();
+    if !refused.is_empty() {
+        bail!("admission refuses this identity:{}", refused.concat());
     }
+    let app = naming::app_name(&args.project, &args.domain, &args.name);
     if app.hashed {
         eprintln!("note: the name was hashed to fit 63 characters");
     }
@@ -212,7 +231,7 @@ pub struct MutateArgs {
     #[command(flatten)]
     pub input: InputArgs,
     /// The namespace of objects that do not set one.
-    #[arg(short = 'n', long, default_value = "default")]
+    #[arg(short = 'n', long, default_value = "default", value_parser = crate::flags::parse_dns_label)]
     pub namespace: String,
     /// The operation to simulate; UPDATE checks the rules that compare with `--old`.
     #[arg(long, value_enum, default_value_t = OperationArg::Create)]
