@@ -3,7 +3,9 @@
 pub mod app;
 pub mod app_print;
 pub mod certs;
+pub mod inputs;
 mod logs;
+pub mod manifests;
 pub mod offline;
 pub mod policy;
 pub mod serve;
@@ -12,7 +14,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use app::AppArgs;
 use certs::CertsArgs;
-use offline::{InputArgs, MutateArgs, NameArgs, ReviewArgs};
+use inputs::InputArgs;
+use offline::{MutateArgs, NameArgs, ReviewArgs, ShaArgs};
 use serve::ServeArgs;
 
 /// Run the parsed command line.
@@ -126,8 +129,9 @@ pub enum Command {
     Uninject(InputArgs),
     /// Print the deterministic KService name of an app identity.
     Name(NameArgs),
-    /// Print the spec SHA of each KService in a manifest (the `flyte.org/spec-sha` value).
-    Sha(InputArgs),
+    /// Print `NAMESPACE/NAME  SHA` for each KService in the manifests (the `flyte.org/spec-sha`
+    /// value).
+    Sha(ShaArgs),
     /// Stop, start, inspect or update an app's KService in the current kubeconfig's cluster.
     App(AppArgs),
     /// Serve admission reviews over HTTPS (plus health and metrics).
