@@ -8,7 +8,9 @@ use std::sync::atomic::Ordering;
 
 use axum::http::Method;
 use ksvc_webhook::cli::app::run_with_client;
-use ksvc_webhook::cli::app::{AppAction, AppStatusArgs, AppTarget, AppUpdateArgs};
+use ksvc_webhook::cli::app::{
+    AppAction, AppStatusArgs, AppTarget, AppUpdateArgs, AppWriteArgs, OutputArgs,
+};
 use ksvc_webhook::cli::app_print::Output;
 use ksvc_webhook::watch::args::WatchArgs;
 use serde_json::Value;
@@ -20,6 +22,23 @@ fn target(name: &str) -> AppTarget {
         name: name.into(),
         namespace: Some("apps".into()),
         cluster: Default::default(),
+    }
+}
+
+fn write(name: &str) -> AppWriteArgs {
+    AppWriteArgs {
+        target: target(name),
+        wait: Default::default(),
+    }
+}
+
+fn status_args(name: &str, watch: bool, output: Output) -> AppStatusArgs {
+    AppStatusArgs {
+        target: target(name),
+        watch,
+        until: None,
+        timeout: std::time::Duration::from_secs(60),
+        output: OutputArgs { output },
     }
 }
 
@@ -37,16 +56,16 @@ async fn stop_and_start_toggle_the_label() {
         ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
     );
     assert_eq!(
-        run(&fake, AppAction::Stop(target("app"))).await.unwrap(),
+        run(&fake, AppAction::Stop(write("app"))).await.unwrap(),
         "apps/app: updated\n"
     );
     let svc = fake.get("services", "apps", "app").unwrap();
     assert_eq!(svc["metadata"]["labels"]["flyte.org/app-stopped"], "true");
     assert_eq!(
-        run(&fake, AppAction::Stop(target("app"))).await.unwrap(),
+        run(&fake, AppAction::Stop(write("app"))).await.unwrap(),
         "apps/app: unchanged\n"
     );
-    run(&fake, AppAction::Start(target("app"))).await.unwrap();
+    run(&fake, AppAction::Start(write("app"))).await.unwrap();
     let svc = fake.get("services", "apps", "app").unwrap();
     assert!(
         svc["metadata"]["labels"]
@@ -54,7 +73,7 @@ async fn stop_and_start_toggle_the_label() {
             .is_none()
     );
     assert_eq!(svc["metadata"]["annotations"]["user/keep"], "me");
-    let err = run(&fake, AppAction::Stop(target("missing")))
+    let err = run(&fake, AppAction::Stop(write("missing")))
         .await
         .unwrap_err();
     assert!(
@@ -76,6 +95,7 @@ async fn update_changes_only_the_given_fields_and_retries_conflicts() {
         image: Some("registry.example/app:2".into()),
         min_scale: None,
         max_scale: Some(3),
+        wait: Default::default(),
     };
     run(&fake, AppAction::Update(update)).await.unwrap();
     let svc = fake.get("services", "apps", "app").unwrap();
@@ -104,6 +124,7 @@ async fn update_changes_only_the_given_fields_and_retries_conflicts() {
         image: None,
         min_scale: None,
         max_scale: None,
+        wait: Default::default(),
     };
     assert!(
         run(&fake, AppAction::Update(empty))
@@ -117,6 +138,7 @@ async fn update_changes_only_the_given_fields_and_retries_conflicts() {
         image: None,
         min_scale: Some(5),
         max_scale: None,
+        wait: Default::default(),
     };
     let err = run(&fake, AppAction::Update(bad)).await.unwrap_err();
     assert!(
@@ -135,11 +157,7 @@ async fn status_prints_the_mapped_status() {
     fake.put("revisions", revision("app", "app-00001", 4, false));
     let out = run(
         &fake,
-        AppAction::Status(AppStatusArgs {
-            target: target("app"),
-            watch: false,
-            output: Output::Json,
-        }),
+        AppAction::Status(status_args("app", false, Output::Json)),
     )
     .await
     .unwrap();
@@ -159,11 +177,7 @@ async fn status_prints_a_table_for_a_person_by_default() {
     fake.put("revisions", revision("app", "app-00001", 1, false));
     let out = run(
         &fake,
-        AppAction::Status(AppStatusArgs {
-            target: target("app"),
-            watch: false,
-            output: Output::default(),
-        }),
+        AppAction::Status(status_args("app", false, Output::default())),
     )
     .await
     .unwrap();
@@ -203,11 +217,13 @@ impl std::io::Write for Shared {
 }
 
 impl Shared {
+    /// The phases of the pretty-printed JSON records written so far.
     fn phases(&self) -> Vec<String> {
         let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .map(|l| {
-                serde_json::from_str::<Value>(l).unwrap()["status"]["phase"]
+        serde_json::Deserializer::from_str(&text)
+            .into_iter::<Value>()
+            .map(|record| {
+                record.unwrap()["status"]["phase"]
                     .as_str()
                     .unwrap()
                     .to_owned()
@@ -226,11 +242,7 @@ async fn status_watch_follows_changes() {
     fake.put("revisions", revision("app", "app-00001", 1, false));
     let out = Shared::default();
     let mut writer = out.clone();
-    let action = AppAction::Status(AppStatusArgs {
-        target: target("app"),
-        watch: true,
-        output: Output::Json,
-    });
+    let action = AppAction::Status(status_args("app", true, Output::Json));
     let follow = run_with_client(fake.client(), "apps", action, &mut writer);
     let drive = async {
         wait_until("the first status is printed", || out.phases() == ["ACTIVE"]).await;

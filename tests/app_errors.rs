@@ -130,7 +130,9 @@ fn a_missing_kubeconfig_names_the_path_tried_and_how_to_give_one() {
     let how = "name one with --kubeconfig FILE or the KUBECONFIG environment variable";
     let home = tempfile::tempdir().unwrap();
     let default = home.path().join(".kube/config");
-    let cases: [(&[&str], Vec<(&str, &str)>, String); 3] = [
+    // (flags, environment, the whole of stderr)
+    type Case<'a> = (&'a [&'a str], Vec<(&'a str, &'a str)>, String);
+    let cases: [Case; 3] = [
         (
             &["--kubeconfig", "/nonexistent/config"],
             vec![],
@@ -177,7 +179,7 @@ async fn a_namespace_with_a_space_is_refused_by_value_before_any_call() {
     let ran = run(&fake, &["app", "stop", "My_App", "-n", "apps"]).await;
     assert_eq!(ran.code, Some(2), "{ran:?}");
     assert!(
-        ran.stderr.contains("\"My_App\" is not a KService name"),
+        ran.stderr.contains("\"My_App\" is not a Service name"),
         "{}",
         ran.stderr
     );

@@ -238,7 +238,9 @@ fn mutate_acts_as_the_given_writer() {
 /// expected, naming the environment variable when it carried the value (issue 21).
 #[test]
 fn values_that_cannot_work_are_refused_with_the_form_expected() {
-    let cases: &[(&[&str], &[(&str, &str)], i32, &str)] = &[
+    // (arguments, environment, exit code, the key sentence)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], i32, &'a str);
+    let cases: &[Case] = &[
         (
             &["certs", "--days", "0", "--out", "target/never"],
             &[],
@@ -420,7 +422,7 @@ fn an_empty_input_is_an_error() {
     std::fs::write(&empty, "# nothing yet\n---\n").unwrap();
     let empty = empty.to_str().unwrap();
     for (args, stdin, want) in [
-        (vec!["mutate", "-f", empty], &b""[..], format!("{empty}")),
+        (vec!["mutate", "-f", empty], &b""[..], empty.to_owned()),
         (
             vec!["uninject", "-f", "-"],
             &b"\n"[..],

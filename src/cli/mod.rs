@@ -1,9 +1,12 @@
 //! The subcommands: thin shells over the pure core.
 
 pub mod app;
+mod app_args;
 pub mod app_print;
+mod app_watch;
 pub mod certs;
 pub mod inputs;
+pub mod jsonpath;
 mod logs;
 pub mod manifests;
 pub mod offline;
