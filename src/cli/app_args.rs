@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::app_print::{self, Output};
+use super::help;
 use crate::flags;
 use crate::watch::status::Phase;
 
@@ -21,14 +22,19 @@ pub struct AppArgs {
 #[derive(Debug, Subcommand)]
 pub enum AppAction {
     /// Stop the app: set the label `flyte.org/app-stopped=true` (scale to zero, cluster-local).
+    #[command(after_help = help::APP_STOP)]
     Stop(AppWriteArgs),
     /// Start the app: remove the label `flyte.org/app-stopped`.
+    #[command(after_help = help::APP_START)]
     Start(AppWriteArgs),
     /// Print the app's status (phase, message, replicas, URL); `-w` follows it.
+    #[command(after_help = help::APP_STATUS)]
     Status(AppStatusArgs),
     /// List the apps of a namespace (`-A`: of every namespace) with their status.
+    #[command(after_help = help::APP_LIST)]
     List(AppListArgs),
     /// Change only the given fields, in a retry-on-conflict read-modify-write.
+    #[command(after_help = help::APP_UPDATE)]
     Update(AppUpdateArgs),
 }
 

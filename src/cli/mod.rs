@@ -5,6 +5,7 @@ mod app_args;
 pub mod app_print;
 mod app_watch;
 pub mod certs;
+mod help;
 pub mod inputs;
 pub mod jsonpath;
 mod logs;
@@ -13,7 +14,7 @@ pub mod offline;
 pub mod policy;
 pub mod serve;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use app::AppArgs;
 use certs::CertsArgs;
@@ -32,7 +33,20 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::App(args) => app::run(args),
         Command::Serve(args) => serve::run(*args),
         Command::Certs(args) => certs::run(args),
+        Command::Completion(args) => completion(&args),
     }
+}
+
+/// `completion`: the shell's completion script on stdout.
+fn completion(args: &CompletionArgs) -> anyhow::Result<()> {
+    let shell = match args.shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut out = std::io::stdout().lock();
+    clap_complete::generate(shell, &mut Cli::command(), "ksvc-webhook", &mut out);
+    Ok(())
 }
 
 /// Parse the command line; exit 2 with clap's message when it is wrong, naming the environment
@@ -124,23 +138,50 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Mutate manifests offline as admission would: print the result, or the violations and exit 1.
+    #[command(after_help = help::MUTATE)]
     Mutate(MutateArgs),
-    /// Answer an admission.k8s.io/v1 AdmissionReview exactly as the server would.
+    /// Answer an admission.k8s.io/v1 AdmissionReview (JSON or YAML) exactly as the server would.
+    #[command(after_help = help::REVIEW)]
     Review(ReviewArgs),
     /// Strip everything the webhook added to manifests (env var, sidecars, annotations, stop
     /// state).
+    #[command(after_help = help::UNINJECT)]
     Uninject(InputArgs),
     /// Print the deterministic KService name of an app identity.
+    #[command(after_help = help::NAME)]
     Name(NameArgs),
     /// Print `NAMESPACE/NAME  SHA` for each KService in the manifests (the `flyte.org/spec-sha`
     /// value).
+    #[command(after_help = help::SHA)]
     Sha(ShaArgs),
-    /// Stop, start, inspect or update an app's KService in the current kubeconfig's cluster.
+    /// List, inspect, stop, start or update apps (KServices) in the kubeconfig's cluster.
+    #[command(after_help = help::APP)]
     App(AppArgs),
     /// Serve admission reviews over HTTPS (plus health and metrics).
+    #[command(after_help = help::SERVE)]
     Serve(Box<ServeArgs>),
     /// Generate a CA and a serving certificate for the webhook Service.
+    #[command(after_help = help::CERTS)]
     Certs(CertsArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    #[command(after_help = help::COMPLETION)]
+    Completion(CompletionArgs),
+}
+
+/// Arguments of `completion`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionArgs {
+    /// The shell to write the completion script for.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// A shell `completion` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[cfg(test)]
@@ -154,6 +195,42 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// Every subcommand's `--help` names the environment variables it reads beyond its flags'
+    /// and gives an example of itself that names it in full.
+    #[test]
+    fn every_subcommand_has_environment_and_examples_in_its_help() {
+        fn walk(cmd: &mut clap::Command, path: &str) {
+            let path = format!("{path} {}", cmd.get_name()).trim_start().to_owned();
+            if cmd.get_name() == "help" {
+                return; // clap's own
+            }
+            let help = cmd.render_help().to_string();
+            if path != "ksvc-webhook" {
+                assert!(help.contains("\nEnvironment:\n  "), "{path}: {help}");
+                assert!(help.contains("NO_COLOR"), "{path}: {help}");
+                let examples = help.split("\nExamples:\n").nth(1).unwrap_or_default();
+                assert!(
+                    examples.lines().any(|l| l.contains(&path)),
+                    "{path} has no example of itself: {help}"
+                );
+            }
+            if path.starts_with("ksvc-webhook app") || path == "ksvc-webhook serve" {
+                assert!(help.contains("KUBECONFIG"), "{path}: {help}");
+            }
+            for sub in cmd.get_subcommands_mut() {
+                walk(sub, &path);
+            }
+        }
+        let mut cli = Cli::command();
+        cli.build();
+        walk(&mut cli, "");
+        let serve = Cli::command()
+            .find_subcommand_mut("serve")
+            .unwrap()
+            .render_help();
+        assert!(serve.to_string().contains("RUST_LOG"), "{serve}");
     }
 
     #[test]
