@@ -154,7 +154,7 @@ fn a_missing_kubeconfig_names_the_path_tried_and_how_to_give_one() {
     ];
     for (flags, env, want) in cases {
         let args = [&["app", "status", "app", "-n", "apps"], flags].concat();
-        let ran = run_bin(&args, &env);
+        let ran = run_bin(&args, &env, b"");
         assert_eq!((ran.code, ran.stderr), (Some(1), want), "{flags:?} {env:?}");
     }
 }

@@ -1,6 +1,7 @@
 //! Run the real `ksvc-webhook` binary against the fake API server, as a user at a prompt would:
 //! a kubeconfig pointing at the fake, no `KUBECONFIG` from the test's environment.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -40,25 +41,30 @@ pub async fn run_against(server: &str, args: &[&str]) -> Ran {
     let kubeconfig = kubeconfig_for(server, &dir);
     let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     all.extend(["--kubeconfig".to_owned(), kubeconfig.display().to_string()]);
-    let ran = tokio::task::spawn_blocking(move || run_bin(&all, &[]))
+    let ran = tokio::task::spawn_blocking(move || run_bin(&all, &[], b""))
         .await
         .unwrap();
     drop(dir);
     ran
 }
 
-/// Run the binary with `args` and these environment variables (and neither `KUBECONFIG` nor
-/// colours from the test's environment); blocks until it ends.
-pub fn run_bin<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Ran {
-    let out = Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"))
+/// Run the binary in the repository with `args`, these environment variables (and neither
+/// `KUBECONFIG` nor colours from the test's environment) and `stdin`; blocks until it ends.
+pub fn run_bin<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)], stdin: &[u8]) -> Ran {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"))
         .args(args)
         .env_remove("KUBECONFIG")
         .env("NO_COLOR", "1")
         .envs(env.iter().copied())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::null())
-        .output()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    // A command that exits without reading its input closes the pipe: not the test's failure.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    let out = child.wait_with_output().unwrap();
     Ran {
         code: out.status.code(),
         stdout: String::from_utf8(out.stdout).unwrap(),
