@@ -39,7 +39,7 @@ pub fn run(args: AppArgs) -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async {
         let (cluster, namespace) = args.action.scope();
-        let (client, server) = client_for(cluster).await?;
+        let (client, server) = client_for(cluster, None).await?;
         let ns = match namespace {
             Some(ns) => ns.to_owned(),
             // Checked before any call: a bad name would only come back as "invalid uri".
@@ -53,8 +53,12 @@ pub fn run(args: AppArgs) -> anyhow::Result<()> {
 }
 
 /// The client for the user's cluster, and the server's `HOST:PORT` for messages: the one place
-/// the CLI builds a client. Without a kubeconfig, inside a pod, its service account.
-pub async fn client_for(args: &ClusterArgs) -> Result<(Client, String), errors::Error> {
+/// the CLI builds a client. Without a kubeconfig, inside a pod, its service account. With
+/// `impersonate`, the client acts as that user in those groups (kubectl's `--as`, `--as-group`).
+pub async fn client_for(
+    args: &ClusterArgs,
+    impersonate: Option<(&str, &[String])>,
+) -> Result<(Client, String), errors::Error> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
         ..KubeConfigOptions::default()
@@ -78,6 +82,11 @@ pub async fn client_for(args: &ClusterArgs) -> Result<(Client, String), errors::
         }
         Err(e) => return Err(e),
     };
+    let mut config = config;
+    if let Some((user, groups)) = impersonate {
+        config.auth_info.impersonate = Some(user.to_owned());
+        config.auth_info.impersonate_groups = Some(groups.to_vec());
+    }
     let url = &config.cluster_url;
     let port = url.port_u16().unwrap_or(match url.scheme_str() {
         Some("http") => 80,

@@ -135,3 +135,13 @@ Examples:
   source <(ksvc-webhook completion bash)
   ksvc-webhook completion zsh > \"${fpath[1]}/_ksvc-webhook\"
   ksvc-webhook completion fish > ~/.config/fish/completions/ksvc-webhook.fish";
+
+/// `check`.
+pub const CHECK: &str = "\
+Environment:
+  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook check
+  ksvc-webhook check --wait --timeout 2m -o json";

@@ -5,6 +5,8 @@ mod app_args;
 pub mod app_print;
 mod app_watch;
 pub mod certs;
+pub mod check;
+mod check_eval;
 mod help;
 pub mod inputs;
 pub mod jsonpath;
@@ -33,6 +35,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::App(args) => app::run(args),
         Command::Serve(args) => serve::run(*args),
         Command::Certs(args) => certs::run(args),
+        Command::Check(args) => check::run(*args),
         Command::Completion(args) => completion(&args),
     }
 }
@@ -163,6 +166,8 @@ pub enum Command {
     /// Generate a CA and a serving certificate for the webhook Service.
     #[command(after_help = help::CERTS)]
     Certs(CertsArgs),
+    /// Check that the install in the kubeconfig's cluster is healthy: a ✓ or × line per check.
+    Check(Box<check::CheckArgs>),
     /// Print a shell completion script (bash, zsh or fish).
     #[command(after_help = help::COMPLETION)]
     Completion(CompletionArgs),
