@@ -92,7 +92,12 @@ fn values_that_cannot_work_are_refused_with_the_form_expected() {
         // Not clap's tip for a negative number taken for a flag.
         assert!(!err.contains("'-- -1'"), "{args:?}: {err}");
     }
-    assert!(!std::path::Path::new("target/never").exists());
+    let never = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/never");
+    assert!(
+        !never.exists(),
+        "a refused `certs` wrote {}",
+        never.display()
+    );
 }
 
 /// A directory of manifests with comments, files in several formats, a subdirectory and a file
