@@ -1,7 +1,7 @@
 # The two commands: `make run` (the main job, no cluster needed) and `make test` (every check).
 CARGO ?= cargo
 
-.PHONY: run demo test fmt clippy unit bench bench-core bench-load soak manifests-check monitoring-check image certs
+.PHONY: run demo install test fmt clippy unit bench bench-core bench-load soak manifests-check monitoring-check image certs
 
 BIN := ./target/release/ksvc-webhook
 
@@ -22,6 +22,10 @@ demo:
 	@$(BIN) review -f examples/invalid-review.json
 	@echo '--- ksvc-webhook mutate -f examples/invalid-ksvc.yaml (rejected, exit 1)'
 	@! $(BIN) mutate -f examples/invalid-ksvc.yaml
+
+# The binary into ~/.cargo/bin (on the PATH rustup sets up), built from the locked dependencies.
+install:
+	$(CARGO) install --path . --locked
 
 # A CA and serving certificate for the in-cluster Service, into certs/ (git-ignored).
 certs:

@@ -28,11 +28,7 @@ use serde_json::Value;
 
 /// The API calls of every module that talks to the API server. The RBAC in `manifests/` must
 /// grant exactly their union (add any new module's `API_CALLS` here).
-const DECLARED: &[&[ApiCall]] = &[
-    ksvc_webhook::certmgr::API_CALLS,
-    ksvc_webhook::watch::API_CALLS,
-    ksvc_webhook::apps::auth::reviews::API_CALLS,
-];
+const DECLARED: &[&[ApiCall]] = ksvc_webhook::cli::check::SERVER_CALLS;
 
 /// Resources that must only be granted in the webhook's own namespace (a Role, never a
 /// ClusterRole).

@@ -1,11 +1,13 @@
 //! Cluster plumbing shared by the watch loop, the certificate manager and the `app` CLI: one
 //! timed call, one backoff, one retry-on-conflict read-modify-write ([`call`]), the Lease
-//! election ([`lease`]), the client configuration ([`config_for`]), and the list of API calls
-//! each part makes, which the RBAC manifests must grant exactly ([`rbac`]).
+//! election ([`lease`]), the client configuration ([`config_for`]), the wording of a failed call
+//! as kubectl words it ([`errors`]), and the list of API calls each part makes, which the RBAC
+//! manifests must grant exactly ([`rbac`]).
 //!
 //! Knows the Kubernetes API, never a KService's meaning: what to write is decided elsewhere.
 
 pub mod call;
+pub mod errors;
 pub mod lease;
 pub mod rbac;
 

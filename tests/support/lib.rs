@@ -1,11 +1,12 @@
 //! The one test support library of the integration tests: the fake API server ([`fake_api`],
 //! which serves everything the tests need), the server harness ([`harness`]), the status API
-//! setup ([`status_api`]), deciding and replaying patches ([`admit`]), Knative object builders,
+//! setup ([`status_api`]), the built binary run against the fake ([`cli`]), deciding and replaying patches ([`admit`]), Knative object builders,
 //! polling and a loop harness. Every test binary, flat or a folder, uses it as `support::…`.
 // Test-only code: a failed setup step should panic loudly; fixtures are built with `new()`.
 #![allow(clippy::unwrap_used, clippy::new_without_default)]
 
 pub mod admit;
+pub mod cli;
 pub mod fake_api;
 pub mod harness;
 pub mod status_api;
@@ -22,6 +23,19 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 pub use fake_api::FakeApi;
+
+/// The one kubeconfig writer: a file in `dir` naming the API server at `server` (no
+/// credentials), current context `fake` in `namespace`, and a second context `other` in `apps`.
+pub fn kubeconfig(server: &str, namespace: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n\
+         contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: {namespace}\n\
+         - name: other\n  context:\n    cluster: fake\n    user: fake\n    namespace: apps\nusers:\n- name: fake\n  user: {{}}\n"
+    );
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
 
 /// Wait (polling, up to a generous liveness bound) until `cond` holds; panics with `what`.
 pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {

@@ -139,10 +139,13 @@ fn name_sha_and_uninject() {
     assert_eq!(out.status.code(), Some(1));
 
     let sha = run(&["sha", "-f", "examples/managed-ksvc.yaml"], b"");
+    let shown = text(&sha.stdout);
+    let (name, hash) = shown.trim_end().split_once("  ").unwrap();
+    assert_eq!(name, "flyte/myapp-proj-dev", "{shown}");
     let mutated = run(&["mutate", "-f", "examples/managed-ksvc.yaml"], b"");
     let stamped = text(&mutated.stdout);
     assert!(
-        stamped.contains(&format!("flyte.org/spec-sha: {}", text(&sha.stdout).trim())),
+        stamped.contains(&format!("flyte.org/spec-sha: {hash}")),
         "{stamped}"
     );
     // The SHA of the mutated manifest is the SHA of the original: injections are not hashed.
@@ -229,4 +232,32 @@ fn mutate_acts_as_the_given_writer() {
     );
     assert_ne!(sha_as(&["--user", "alice"]), "platform-own-sha");
     assert_ne!(sha_as(&[]), "platform-own-sha");
+}
+
+#[test]
+fn completion_scripts_load_in_their_shells() {
+    for (shell, marker) in [
+        ("bash", "complete -F _ksvc__webhook"),
+        ("zsh", "#compdef ksvc-webhook"),
+        ("fish", "complete -c ksvc-webhook"),
+    ] {
+        let out = run(&["completion", shell], b"");
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = text(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        // fish writes a flag as `-l dry-run`.
+        for word in ["mutate", "app", "list", "dry-run", "until"] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    // bash parses what it is given.
+    let bash = run(&["completion", "bash"], b"");
+    let check = Command::new("bash")
+        .args(["-n", "-c", &text(&bash.stdout)])
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let bad = run(&["completion", "tcsh"], b"");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("[possible values: bash, zsh, fish]"));
 }

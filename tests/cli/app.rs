@@ -6,17 +6,37 @@ use std::sync::atomic::Ordering;
 
 use axum::http::Method;
 use ksvc_webhook::cli::app::run_with_client;
-use ksvc_webhook::cli::app::{AppAction, AppStatusArgs, AppTarget, AppUpdateArgs};
+use ksvc_webhook::cli::app::{
+    AppAction, AppStatusArgs, AppTarget, AppUpdateArgs, AppWriteArgs, OutputArgs,
+};
 use ksvc_webhook::cli::app_print::Output;
 use ksvc_webhook::watch::args::WatchArgs;
 use serde_json::Value;
+use support::cli::kubeconfig_for;
 use support::{FakeApi, ksvc, revision, wait_until};
 
 fn target(name: &str) -> AppTarget {
     AppTarget {
         name: name.into(),
         namespace: Some("apps".into()),
-        kubeconfig: None,
+        cluster: Default::default(),
+    }
+}
+
+fn write(name: &str) -> AppWriteArgs {
+    AppWriteArgs {
+        target: target(name),
+        wait: Default::default(),
+    }
+}
+
+fn status_args(name: &str, watch: bool, output: Output) -> AppStatusArgs {
+    AppStatusArgs {
+        target: target(name),
+        watch,
+        until: None,
+        timeout: std::time::Duration::from_secs(60),
+        output: OutputArgs { output },
     }
 }
 
@@ -34,16 +54,16 @@ async fn stop_and_start_toggle_the_label() {
         ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
     );
     assert_eq!(
-        run(&fake, AppAction::Stop(target("app"))).await.unwrap(),
+        run(&fake, AppAction::Stop(write("app"))).await.unwrap(),
         "apps/app: updated\n"
     );
     let svc = fake.get("services", "apps", "app").unwrap();
     assert_eq!(svc["metadata"]["labels"]["flyte.org/app-stopped"], "true");
     assert_eq!(
-        run(&fake, AppAction::Stop(target("app"))).await.unwrap(),
+        run(&fake, AppAction::Stop(write("app"))).await.unwrap(),
         "apps/app: unchanged\n"
     );
-    run(&fake, AppAction::Start(target("app"))).await.unwrap();
+    run(&fake, AppAction::Start(write("app"))).await.unwrap();
     let svc = fake.get("services", "apps", "app").unwrap();
     assert!(
         svc["metadata"]["labels"]
@@ -51,7 +71,7 @@ async fn stop_and_start_toggle_the_label() {
             .is_none()
     );
     assert_eq!(svc["metadata"]["annotations"]["user/keep"], "me");
-    let err = run(&fake, AppAction::Stop(target("missing")))
+    let err = run(&fake, AppAction::Stop(write("missing")))
         .await
         .unwrap_err();
     assert!(
@@ -73,6 +93,7 @@ async fn update_changes_only_the_given_fields_and_retries_conflicts() {
         image: Some("registry.example/app:2".into()),
         min_scale: None,
         max_scale: Some(3),
+        wait: Default::default(),
     };
     run(&fake, AppAction::Update(update)).await.unwrap();
     let svc = fake.get("services", "apps", "app").unwrap();
@@ -101,6 +122,7 @@ async fn update_changes_only_the_given_fields_and_retries_conflicts() {
         image: None,
         min_scale: None,
         max_scale: None,
+        wait: Default::default(),
     };
     assert!(
         run(&fake, AppAction::Update(empty))
@@ -114,6 +136,7 @@ async fn update_changes_only_the_given_fields_and_retries_conflicts() {
         image: None,
         min_scale: Some(5),
         max_scale: None,
+        wait: Default::default(),
     };
     let err = run(&fake, AppAction::Update(bad)).await.unwrap_err();
     assert!(
@@ -132,11 +155,7 @@ async fn status_prints_the_mapped_status() {
     fake.put("revisions", revision("app", "app-00001", 4, false));
     let out = run(
         &fake,
-        AppAction::Status(AppStatusArgs {
-            target: target("app"),
-            watch: false,
-            output: Output::Json,
-        }),
+        AppAction::Status(status_args("app", false, Output::Json)),
     )
     .await
     .unwrap();
@@ -156,11 +175,7 @@ async fn status_prints_a_table_for_a_person_by_default() {
     fake.put("revisions", revision("app", "app-00001", 1, false));
     let out = run(
         &fake,
-        AppAction::Status(AppStatusArgs {
-            target: target("app"),
-            watch: false,
-            output: Output::default(),
-        }),
+        AppAction::Status(status_args("app", false, Output::default())),
     )
     .await
     .unwrap();
@@ -200,11 +215,13 @@ impl std::io::Write for Shared {
 }
 
 impl Shared {
+    /// The phases of the pretty-printed JSON records written so far.
     fn phases(&self) -> Vec<String> {
         let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .map(|l| {
-                serde_json::from_str::<Value>(l).unwrap()["status"]["phase"]
+        serde_json::Deserializer::from_str(&text)
+            .into_iter::<Value>()
+            .map(|record| {
+                record.unwrap()["status"]["phase"]
                     .as_str()
                     .unwrap()
                     .to_owned()
@@ -223,11 +240,7 @@ async fn status_watch_follows_changes() {
     fake.put("revisions", revision("app", "app-00001", 1, false));
     let out = Shared::default();
     let mut writer = out.clone();
-    let action = AppAction::Status(AppStatusArgs {
-        target: target("app"),
-        watch: true,
-        output: Output::Json,
-    });
+    let action = AppAction::Status(status_args("app", true, Output::Json));
     let follow = run_with_client(fake.client(), "apps", action, &mut writer);
     let drive = async {
         wait_until("the first status is printed", || out.phases() == ["ACTIVE"]).await;
@@ -245,17 +258,6 @@ async fn status_watch_follows_changes() {
         result = follow => panic!("status --watch ended: {result:?}"),
         () = drive => {}
     }
-}
-
-/// A kubeconfig for `server` in `dir` (the caller keeps the directory, which goes when dropped).
-fn kubeconfig_for(server: &str, dir: &tempfile::TempDir) -> std::path::PathBuf {
-    let path = dir.path().join("kubeconfig");
-    let yaml = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n\
-         contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: system\nusers:\n- name: fake\n  user: {{}}\n"
-    );
-    std::fs::write(&path, yaml).unwrap();
-    path
 }
 
 fn watch_args(kubeconfig: std::path::PathBuf) -> WatchArgs {
