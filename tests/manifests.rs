@@ -880,7 +880,7 @@ fn the_memory_limit_and_the_deadlines_follow_the_arithmetic() {
 
     // After SIGTERM: the drain, then the connections' bound beside the Lease release (one API
     // call, bounded by the API timeout plus a second).
-    let release = args.watch.api_timeout + std::time::Duration::from_secs(1);
+    let release = args.client.api_timeout + std::time::Duration::from_secs(1);
     let shutdown = options.drain_period + options.shutdown_timeout.max(release);
     let pod = deploy.spec.template.spec.unwrap();
     let grace = pod.termination_grace_period_seconds.unwrap();

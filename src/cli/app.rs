@@ -9,28 +9,23 @@
 //! ([`crate::cluster::errors`]).
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use kube::Client;
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 pub use super::app_args::{
-    AppAction, AppArgs, AppListArgs, AppStatusArgs, AppTarget, AppUpdateArgs, AppWriteArgs,
-    ClusterArgs, DryRun, OutputArgs, WaitArgs,
+    AppAction, AppArgs, AppListArgs, AppStatusArgs, AppTarget, AppUpdateArgs, AppWriteArgs, DryRun,
+    OutputArgs, TIMEOUT, WaitArgs,
 };
 use super::app_watch;
 use crate::cluster::call::{self, Backoff, Updated};
-use crate::cluster::errors::{self, Origin};
+use crate::cluster::client;
+use crate::cluster::errors;
 use crate::flags;
 use crate::watch::edit::{AppUpdate, set_stopped};
 use crate::watch::status::Phase;
 use crate::watch::writes::knative;
-
-/// The deadline of each API call.
-pub const TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Run `app …` on a fresh single-threaded runtime.
 pub fn run(args: AppArgs) -> anyhow::Result<()> {
@@ -39,7 +34,7 @@ pub fn run(args: AppArgs) -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async {
         let (cluster, namespace) = args.action.scope();
-        let (client, server) = client_for(cluster, None).await?;
+        let (client, server) = client::client(cluster, None).await?;
         let ns = match namespace {
             Some(ns) => ns.to_owned(),
             // Checked before any call: a bad name would only come back as "invalid uri".
@@ -50,59 +45,6 @@ pub fn run(args: AppArgs) -> anyhow::Result<()> {
             .await
             .map_err(|e| reword(e, &server))
     })
-}
-
-/// The client for the user's cluster, and the server's `HOST:PORT` for messages: the one place
-/// the CLI builds a client. Without a kubeconfig, inside a pod, its service account. With
-/// `impersonate`, the client acts as that user in those groups (kubectl's `--as`, `--as-group`).
-pub async fn client_for(
-    args: &ClusterArgs,
-    impersonate: Option<(&str, &[String])>,
-) -> Result<(Client, String), errors::Error> {
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let (read, path, origin) = match &args.kubeconfig {
-        Some(path) => (Kubeconfig::read_from(path), path.clone(), Origin::Flag),
-        None => match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-            Some(paths) => (Kubeconfig::read(), PathBuf::from(paths), Origin::Env),
-            None => (Kubeconfig::read(), default_kubeconfig(), Origin::Default),
-        },
-    };
-    let worded = |e| errors::Error::from_kubeconfig(e, &path, origin);
-    let config = match read.map_err(worded) {
-        Ok(kubeconfig) => kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-            .await
-            .map_err(worded)?,
-        Err(missing @ errors::Error::NoKubeconfig { .. })
-            if origin == Origin::Default && args.context.is_none() =>
-        {
-            kube::Config::incluster().map_err(|_| missing)?
-        }
-        Err(e) => return Err(e),
-    };
-    let mut config = config;
-    if let Some((user, groups)) = impersonate {
-        config.auth_info.impersonate = Some(user.to_owned());
-        config.auth_info.impersonate_groups = Some(groups.to_vec());
-    }
-    let url = &config.cluster_url;
-    let port = url.port_u16().unwrap_or(match url.scheme_str() {
-        Some("http") => 80,
-        _ => 443,
-    });
-    let server = format!("{}:{port}", url.host().unwrap_or("localhost"));
-    let client = Client::try_from(config).map_err(|e| errors::Error::from_kube(&e, &server))?;
-    Ok((client, server))
-}
-
-/// `~/.kube/config`, as kube-rs looks it up.
-fn default_kubeconfig() -> PathBuf {
-    std::env::home_dir()
-        .unwrap_or_default()
-        .join(".kube")
-        .join("config")
 }
 
 /// A failed call, worded as kubectl words it; any other error as it is.

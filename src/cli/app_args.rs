@@ -1,7 +1,7 @@
 //! The flags of `ksvc-webhook app …`, as kubectl users expect them: `-n`, `-A`, `-l`, `-o`,
 //! `-w`, `--context`, `--wait --timeout`, `--dry-run=server`.
 
-use std::path::PathBuf;
+use crate::cluster::client::ClientArgs;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -10,6 +10,9 @@ use super::app_print::{self, Output};
 use super::help;
 use crate::flags;
 use crate::watch::status::Phase;
+
+/// The deadline of each API call of the `app` commands and `check`.
+pub const TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Arguments of `app`.
 #[derive(Debug, Args)]
@@ -40,7 +43,7 @@ pub enum AppAction {
 
 impl AppAction {
     /// The cluster flags and the namespace flag (`None` also for `-A`).
-    pub fn scope(&self) -> (&ClusterArgs, Option<&str>) {
+    pub fn scope(&self) -> (&ClientArgs, Option<&str>) {
         let target = match self {
             AppAction::Stop(w) | AppAction::Start(w) => &w.target,
             AppAction::Status(s) => &s.target,
@@ -61,19 +64,7 @@ pub struct AppTarget {
     #[arg(short = 'n', long, env = "KSVC_WEBHOOK_APP_NAMESPACE", value_parser = flags::parse_dns_label)]
     pub namespace: Option<String>,
     #[command(flatten)]
-    pub cluster: ClusterArgs,
-}
-
-/// Which cluster, as the user's kubeconfig names it.
-#[derive(Debug, Clone, Default, Args)]
-pub struct ClusterArgs {
-    /// Kubeconfig file with the user's own credentials; default: `$KUBECONFIG`, then
-    /// `~/.kube/config`, then the in-cluster config.
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use; default: its current context.
-    #[arg(long, env = "KSVC_WEBHOOK_APP_CONTEXT")]
-    pub context: Option<String>,
+    pub cluster: ClientArgs,
 }
 
 /// How a write is sent and whether the command waits for its outcome.
@@ -175,7 +166,7 @@ pub struct AppListArgs {
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub cluster: ClientArgs,
 }
 
 /// Arguments of `app update`; an absent flag leaves its field unchanged.

@@ -16,7 +16,7 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
-use super::app::TIMEOUT;
+use super::app_args::TIMEOUT;
 use super::app_args::{AppListArgs, AppStatusArgs};
 use super::app_print::{Printer, Shown};
 use crate::cluster::call;

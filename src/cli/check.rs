@@ -27,10 +27,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::app::{ClusterArgs, TIMEOUT, client_for};
+use super::app_args::TIMEOUT;
 use super::check_eval::{self as eval, Access, Fetched, Install, Outcome};
 use super::help;
 use crate::cluster::call;
+use crate::cluster::client::{self, ClientArgs};
 use crate::cluster::errors;
 use crate::cluster::rbac::ApiCall;
 use crate::{apps, certmgr, flags, keys, watch};
@@ -49,10 +50,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let (client, server) = client_for(&args.cluster, None).await?;
+        let (client, server) = client::client(&args.cluster, None).await?;
         let user = args.reviewed_user();
         let groups = service_account_groups(&user);
-        let (as_sa, _) = client_for(&args.cluster, Some((&user, groups.as_slice()))).await?;
+        let (as_sa, _) = client::client(&args.cluster, Some((&user, groups.as_slice()))).await?;
         let deadline = tokio::time::Instant::now() + args.timeout;
         let outcomes = loop {
             let outcomes = checks(&client, &as_sa, &server, &args).await;
@@ -340,7 +341,7 @@ pub struct CheckArgs {
           value_parser = flags::parse_nonzero_duration)]
     pub timeout: Duration,
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub cluster: ClientArgs,
 }
 
 impl CheckArgs {

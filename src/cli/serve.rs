@@ -20,6 +20,7 @@ use super::logs::LogFormat;
 use super::policy::PolicyArgs;
 use crate::apps::{self, args::StatusApiArgs};
 use crate::certmgr::CertArgs;
+use crate::cluster::{self, client::ClientArgs};
 use crate::flags::{parse_bytes, parse_duration};
 use crate::server::catalogue::CatalogueReloader;
 use crate::server::{self, Server, tls::CertPaths};
@@ -103,17 +104,17 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     // The watch loop never holds admission up: it connects (and retries) in the background, and
     // its sync gates `/apps` and its own metric, never `/readyz`. With `failurePolicy: Fail` a
     // loop that cannot list would otherwise refuse every KService write in the cluster.
-    let mut watch = watch::spawn(&args.watch);
+    let mut watch = watch::spawn(&args.watch, &args.client);
     let status_metrics = apps::auth::StatusMetrics::default();
     if !args.watch.no_watch {
-        let routes = apps::router(&watch, &status_metrics, &args.watch, &args.status_api);
+        let routes = apps::router(&watch, &status_metrics, &args.client, &args.status_api);
         server.merge_routes(routes);
         server.revision_owners(watch.revision_owners());
         watch.register_metrics(server.registry_mut());
         status_metrics.register(server.registry_mut());
     }
     if args.status_api.metrics_auth {
-        let guard = apps::auth::metrics_guard(&args.watch, &args.status_api, &status_metrics);
+        let guard = apps::auth::metrics_guard(&args.client, &args.status_api, &status_metrics);
         server.guard_metrics(guard);
     }
     let cabundle_metrics = certmgr::metrics::Metrics::register(server.registry_mut());
@@ -159,13 +160,15 @@ async fn manage_certificates(
     if args.certs.self_managed_certs != Some(true) {
         return Ok(None);
     }
-    let timeout = args.watch.api_timeout.max(Duration::from_secs(1));
-    let client = watch::connect(&args.watch, timeout).await.map_err(|e| {
-        anyhow::anyhow!(
-            "self-managed certificates need the cluster (pass --self-managed-certs=false to \
+    let timeout = args.client.api_timeout.max(Duration::from_secs(1));
+    let client = cluster::client::connect(&args.client, timeout, true)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "self-managed certificates need the cluster (pass --self-managed-certs=false to \
                  serve the files in --tls-dir/--tls-cert instead): {e}"
-        )
-    })?;
+            )
+        })?;
     let leader = if args.watch.no_watch {
         tokio::sync::watch::channel(true).1
     } else {
@@ -284,6 +287,8 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub client: ClientArgs,
     #[command(flatten)]
     pub watch: WatchArgs,
     #[command(flatten)]

@@ -12,10 +12,6 @@ pub struct WatchArgs {
     /// Do not run the watch loop (no app status, no stop teardown); admission still works.
     #[arg(long, env = "KSVC_WEBHOOK_NO_WATCH")]
     pub no_watch: bool,
-    /// Kubeconfig file of the server (the watch loop and the certificate manager); default: the
-    /// in-cluster config, then `$KUBECONFIG` or `~/.kube/config`.
-    #[arg(long, env = "KSVC_WEBHOOK_KUBECONFIG")]
-    pub kubeconfig: Option<std::path::PathBuf>,
     /// Watch KServices in this namespace only; default: all namespaces.
     #[arg(long, env = "KSVC_WEBHOOK_WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
@@ -35,9 +31,6 @@ pub struct WatchArgs {
     /// How long a Lease stays valid without renewal (the holder renews every third of it).
     #[arg(long, env = "KSVC_WEBHOOK_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
-    /// Timeout of every Kubernetes API call of the loop.
-    #[arg(long, env = "KSVC_WEBHOOK_API_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
-    pub api_timeout: Duration,
     /// Time between full re-reconciles of every app.
     #[arg(long, env = "KSVC_WEBHOOK_RESYNC_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     pub resync_interval: Duration,
@@ -67,6 +60,6 @@ mod tests {
         let parsed = WithWatch::try_parse_from(["x", "--no-watch", "--lease-name", "l"]).unwrap();
         assert!(parsed.watch.no_watch);
         assert_eq!(parsed.watch.lease_name, "l");
-        assert_eq!(parsed.watch.api_timeout, Duration::from_secs(10));
+        assert_eq!(parsed.watch.lease_duration, Duration::from_secs(15));
     }
 }

@@ -24,15 +24,14 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use kube::Client;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::admission::guard::OwnerView;
-use crate::cluster::call::{self, Backoff};
+use crate::cluster::call::Backoff;
+use crate::cluster::client::{self, ClientArgs};
 use crate::cluster::lease::{self, LeaseOptions};
 use crate::cluster::rbac::ApiCall;
-use crate::report::error_chain;
 use args::WatchArgs;
 use controller::{LoopOptions, Shared};
 use hub::Hub;
@@ -103,7 +102,7 @@ impl WatchHandle {
 }
 
 /// Start the loop in the background and return at once. Must be called inside a Tokio runtime.
-pub fn spawn(args: &WatchArgs) -> WatchHandle {
+pub fn spawn(args: &WatchArgs, client: &ClientArgs) -> WatchHandle {
     let (tx, rx) = watch::channel(false);
     let (stop, stopped) = watch::channel(false);
     let mut handle = WatchHandle {
@@ -116,7 +115,7 @@ pub fn spawn(args: &WatchArgs) -> WatchHandle {
         services: owners::ServiceStore::default(),
         namespace: args.watch_namespace.clone(),
         stop,
-        shutdown_grace: args.api_timeout.max(Duration::from_secs(1)) + Duration::from_secs(1),
+        shutdown_grace: client.api_timeout.max(Duration::from_secs(1)) + Duration::from_secs(1),
     };
     if args.no_watch {
         tracing::info!("watch loop disabled (--no-watch)");
@@ -129,20 +128,34 @@ pub fn spawn(args: &WatchArgs) -> WatchHandle {
         metrics: handle.metrics.clone(),
         services: handle.services.clone(),
     };
-    handle.task = Some(tokio::spawn(run(args.clone(), shared, tx, stopped)));
+    handle.task = Some(tokio::spawn(run(
+        args.clone(),
+        client.clone(),
+        shared,
+        tx,
+        stopped,
+    )));
     handle
 }
 
 async fn run(
     args: WatchArgs,
+    client_args: ClientArgs,
     shared: Shared,
     tx: watch::Sender<bool>,
     stop: watch::Receiver<bool>,
 ) {
-    let timeout = args.api_timeout.max(Duration::from_secs(1));
+    let timeout = client_args.api_timeout.max(Duration::from_secs(1));
     let mut stopping = stop.clone();
+    // Bounds every read, lists included; a watch is ended by the server before this fires.
+    let read_timeout = Duration::from_secs(u64::from(controller::WATCH_TIMEOUT_SECS))
+        + timeout.max(Duration::from_secs(30));
+    let connect =
+        client::connect_with_backoff(&client_args, read_timeout, "the watch loop", || {
+            shared.metrics.error("connect")
+        });
     let client = tokio::select! {
-        client = connect_with_backoff(&args, timeout, &shared.metrics) => client,
+        client = connect => client,
         () = lease::stop_requested(&mut stopping) => return,
     };
     let identity = args.pod_name.clone().unwrap_or_else(generated_identity);
@@ -187,50 +200,4 @@ fn generated_identity() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     format!("ksvc-webhook-{}-{nanos:x}", std::process::id())
-}
-
-/// Connect and probe the API server, retrying with backoff; every failed attempt logs one line
-/// (a warning the first time, then at info) saying when the next attempt is.
-async fn connect_with_backoff(args: &WatchArgs, timeout: Duration, metrics: &Metrics) -> Client {
-    let backoff = Backoff {
-        min: Duration::from_secs(1),
-        max: Duration::from_secs(60),
-        factor: 2,
-        attempts: 0,
-    };
-    let mut attempt = 0u32;
-    loop {
-        match connect(args, timeout).await {
-            Ok(client) => {
-                tracing::info!(attempt, "watch loop connected to the API server");
-                return client;
-            }
-            Err(error) => {
-                metrics.error("connect");
-                let retry_in = backoff.delay(attempt);
-                if attempt == 0 {
-                    tracing::warn!(error = %error, ?retry_in, "no cluster reachable; the watch loop keeps retrying, admission is unaffected");
-                } else {
-                    tracing::info!(error = %error, attempt, ?retry_in, "still no cluster; the watch loop waits for the API server");
-                }
-                tokio::time::sleep(retry_in).await;
-                attempt = attempt.saturating_add(1);
-            }
-        }
-    }
-}
-
-/// A client for the cluster `args` names (kubeconfig, else in-cluster or the usual lookup), checked
-/// with one version probe; every connect and read is bounded by `timeout`.
-pub async fn connect(args: &WatchArgs, timeout: Duration) -> Result<Client, String> {
-    let mut config = crate::cluster::config_for(args.kubeconfig.as_deref()).await?;
-    config.connect_timeout = Some(timeout);
-    // Bounds every read, lists included; a watch is ended by the server before this fires.
-    let watch = Duration::from_secs(u64::from(controller::WATCH_TIMEOUT_SECS));
-    config.read_timeout = Some(watch + timeout.max(Duration::from_secs(30)));
-    config.reset_reader_on_write = true;
-    let client = Client::try_from(config).map_err(|e| error_chain(&e))?;
-    let probe = call::timed("probe the API server", timeout, client.apiserver_version()).await;
-    probe.map_err(|e| error_chain(&e))?;
-    Ok(client)
 }

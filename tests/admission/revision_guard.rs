@@ -59,20 +59,23 @@ async fn cluster() -> Cluster {
     leaving["metadata"]["deletionTimestamp"] = json!("2026-11-30T00:00:00Z");
     fake.put("services", leaving);
     let dir = tempfile::tempdir().unwrap();
+    let client = ksvc_webhook::cluster::client::ClientArgs {
+        kubeconfig: Some(fake.kubeconfig(dir.path())),
+        context: None,
+        api_timeout: Duration::from_secs(3),
+    };
     let args = WatchArgs {
         no_watch: false,
-        kubeconfig: Some(fake.kubeconfig(dir.path())),
         watch_namespace: None,
         lease_namespace: Some("system".into()),
         lease_name: "ksvc-webhook-watch".into(),
         pod_name: Some("replica-a".into()),
         lease_duration: Duration::from_secs(15),
-        api_timeout: Duration::from_secs(3),
         resync_interval: Duration::from_secs(300),
         watch_buffer: 16,
         write_concurrency: std::num::NonZeroUsize::MIN,
     };
-    let watch = ksvc_webhook::watch::spawn(&args);
+    let watch = ksvc_webhook::watch::spawn(&args, &client);
     let view = watch.revision_owners();
     let mut policy = None;
     let server = harness::start(

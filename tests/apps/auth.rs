@@ -330,6 +330,8 @@ async fn the_stream_beyond_the_limits_gets_429() {
 #[derive(clap::Parser)]
 struct Flags {
     #[command(flatten)]
+    client: ksvc_webhook::cluster::client::ClientArgs,
+    #[command(flatten)]
     watch: ksvc_webhook::watch::args::WatchArgs,
     #[command(flatten)]
     status: ksvc_webhook::apps::args::StatusApiArgs,
@@ -343,12 +345,12 @@ async fn serve_wires_the_guard_by_default_and_drops_it_with_status_auth_false() 
         Flags::try_parse_from(base.iter().chain(extra)).unwrap()
     };
     let guarded = flags(&[]);
-    let handle = ksvc_webhook::watch::spawn(&guarded.watch);
+    let handle = ksvc_webhook::watch::spawn(&guarded.watch, &guarded.client);
     handle
         .synced
         .store(true, std::sync::atomic::Ordering::Release);
     let metrics = ksvc_webhook::apps::auth::StatusMetrics::default();
-    let app = ksvc_webhook::apps::router(&handle, &metrics, &guarded.watch, &guarded.status);
+    let app = ksvc_webhook::apps::router(&handle, &metrics, &guarded.client, &guarded.status);
     assert_eq!(get(&app, "/apps", None).await.0, StatusCode::UNAUTHORIZED);
     // No cluster to ask (the kubeconfig does not exist): 503, never open.
     let (code, body) = get(&app, "/apps", Some("t")).await;
@@ -363,7 +365,7 @@ async fn serve_wires_the_guard_by_default_and_drops_it_with_status_auth_false() 
 
     let open = flags(&["--status-auth=false"]);
     let metrics = ksvc_webhook::apps::auth::StatusMetrics::default();
-    let app = ksvc_webhook::apps::router(&handle, &metrics, &open.watch, &open.status);
+    let app = ksvc_webhook::apps::router(&handle, &metrics, &open.client, &open.status);
     assert_eq!(
         get(&app, "/apps", None).await,
         (StatusCode::OK, serde_json::json!([]))

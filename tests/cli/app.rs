@@ -10,6 +10,7 @@ use ksvc_webhook::cli::app::{
     AppAction, AppStatusArgs, AppTarget, AppUpdateArgs, AppWriteArgs, OutputArgs,
 };
 use ksvc_webhook::cli::app_print::Output;
+use ksvc_webhook::cluster::client::ClientArgs;
 use ksvc_webhook::watch::args::WatchArgs;
 use serde_json::Value;
 use support::cli::kubeconfig_for;
@@ -260,19 +261,25 @@ async fn status_watch_follows_changes() {
     }
 }
 
-fn watch_args(kubeconfig: std::path::PathBuf) -> WatchArgs {
+fn watch_args() -> WatchArgs {
     WatchArgs {
         no_watch: false,
-        kubeconfig: Some(kubeconfig),
         watch_namespace: None,
         lease_namespace: None,
         lease_name: "ksvc-webhook-watch".into(),
         pod_name: Some("pod-1".into()),
         lease_duration: std::time::Duration::from_secs(15),
-        api_timeout: std::time::Duration::from_secs(5),
         resync_interval: std::time::Duration::from_secs(300),
         watch_buffer: 16,
         write_concurrency: std::num::NonZeroUsize::MIN,
+    }
+}
+
+fn client_args(kubeconfig: std::path::PathBuf) -> ClientArgs {
+    ClientArgs {
+        kubeconfig: Some(kubeconfig),
+        context: None,
+        api_timeout: std::time::Duration::from_secs(5),
     }
 }
 
@@ -284,10 +291,8 @@ async fn spawn_connects_syncs_and_leads() {
         ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
     );
     let dir = tempfile::tempdir().unwrap();
-    let handle = ksvc_webhook::watch::spawn(&watch_args(kubeconfig_for(
-        &format!("http://{}", fake.addr),
-        &dir,
-    )));
+    let client = client_args(kubeconfig_for(&format!("http://{}", fake.addr), &dir));
+    let handle = ksvc_webhook::watch::spawn(&watch_args(), &client);
     wait_until("the cache synced", || handle.synced.load(Ordering::Acquire)).await;
     wait_until("this replica leads", || *handle.leader.borrow()).await;
     let lease = fake.get("leases", "system", "ksvc-webhook-watch").unwrap();
@@ -316,15 +321,18 @@ async fn spawn_connects_syncs_and_leads() {
 async fn spawn_returns_at_once_without_a_cluster() {
     // Nothing listens on port 9 of localhost: the loop keeps retrying in the background.
     let dir = tempfile::tempdir().unwrap();
-    let handle =
-        ksvc_webhook::watch::spawn(&watch_args(kubeconfig_for("http://127.0.0.1:9", &dir)));
+    let client = client_args(kubeconfig_for("http://127.0.0.1:9", &dir));
+    let handle = ksvc_webhook::watch::spawn(&watch_args(), &client);
     tokio::task::yield_now().await;
     assert!(!handle.synced.load(Ordering::Acquire));
     assert!(!*handle.leader.borrow());
     assert!(handle.task.as_ref().is_some_and(|t| !t.is_finished()));
-    let disabled = ksvc_webhook::watch::spawn(&WatchArgs {
-        no_watch: true,
-        ..watch_args("/nonexistent".into())
-    });
+    let disabled = ksvc_webhook::watch::spawn(
+        &WatchArgs {
+            no_watch: true,
+            ..watch_args()
+        },
+        &client_args("/nonexistent".into()),
+    );
     assert!(disabled.task.is_none());
 }

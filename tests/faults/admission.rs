@@ -21,15 +21,18 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
         fake.inject("list", resource, None, Fault::Status(500), 3);
     }
     let dir = tempfile::tempdir().unwrap();
+    let client = ksvc_webhook::cluster::client::ClientArgs {
+        kubeconfig: Some(fake.kubeconfig(dir.path())),
+        context: None,
+        api_timeout: Duration::from_secs(3),
+    };
     let args = WatchArgs {
         no_watch: false,
-        kubeconfig: Some(fake.kubeconfig(dir.path())),
         watch_namespace: None,
         lease_namespace: Some("system".into()),
         lease_name: "ksvc-webhook-watch".into(),
         pod_name: Some("replica-a".into()),
         lease_duration: Duration::from_secs(15),
-        api_timeout: Duration::from_secs(3),
         resync_interval: Duration::from_secs(300),
         watch_buffer: 16,
         write_concurrency: std::num::NonZeroUsize::MIN,
@@ -38,7 +41,7 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
     let server = harness::start(
         |_| {},
         |server| {
-            let handle = ksvc_webhook::watch::spawn(&args);
+            let handle = ksvc_webhook::watch::spawn(&args, &client);
             let open = StatusApiArgs {
                 status_auth: false,
                 status_auth_cache_ttl: Duration::from_secs(10),
@@ -56,7 +59,9 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
                 metrics_auth: false,
             };
             let metrics = ksvc_webhook::apps::auth::StatusMetrics::default();
-            server.merge_routes(ksvc_webhook::apps::router(&handle, &metrics, &args, &open));
+            server.merge_routes(ksvc_webhook::apps::router(
+                &handle, &metrics, &client, &open,
+            ));
             watch = Some(handle);
         },
     )

@@ -49,7 +49,7 @@ pub fn run_bin<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)], stdi
         .env_remove("KUBECONFIG")
         .env("NO_COLOR", "1")
         .envs(env.iter().copied())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(repo_root())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -77,4 +77,10 @@ pub fn bin() -> PathBuf {
         .and_then(|deps| deps.parent())
         .unwrap()
         .join("ksvc-webhook")
+}
+
+/// The repository's root (this library lives in `tests/support`): commands run from there, as
+/// the README's do.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
