@@ -466,9 +466,9 @@ fn the_lease_rbac_reaches_only_the_loops_own_lease() {
     #[derive(Parser)]
     struct Only {
         #[command(flatten)]
-        watch: ksvc_webhook::watch::args::WatchArgs,
+        lease: ksvc_webhook::cluster::election::LeaseArgs,
     }
-    let lease = Only::try_parse_from(["serve"]).unwrap().watch.lease_name;
+    let lease = Only::try_parse_from(["serve"]).unwrap().lease.lease_name;
     let m = Rendered::base();
     let mut lease_rules = 0;
     for (scope, rule) in m.rules("ksvc-webhook", "ksvc-system") {

@@ -40,6 +40,7 @@ use crate::{apps, certmgr, flags, keys, watch};
 /// the union `tests/manifests.rs` holds the RBAC manifests to (add any new part's `API_CALLS`).
 pub const SERVER_CALLS: &[&[ApiCall]] = &[
     certmgr::API_CALLS,
+    crate::cluster::election::API_CALLS,
     watch::API_CALLS,
     apps::auth::reviews::API_CALLS,
 ];

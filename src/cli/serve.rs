@@ -20,6 +20,7 @@ use super::logs::LogFormat;
 use super::policy::PolicyArgs;
 use crate::apps::{self, args::StatusApiArgs};
 use crate::certmgr::CertArgs;
+use crate::cluster::election::{Election, LeaseArgs};
 use crate::cluster::{self, client::ClientArgs};
 use crate::flags::{parse_bytes, parse_duration};
 use crate::server::catalogue::CatalogueReloader;
@@ -104,7 +105,13 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     // The watch loop never holds admission up: it connects (and retries) in the background, and
     // its sync gates `/apps` and its own metric, never `/readyz`. With `failurePolicy: Fail` a
     // loop that cannot list would otherwise refuse every KService write in the cluster.
-    let mut watch = watch::spawn(&args.watch, &args.client);
+    // One election for the replica, whichever parts follow it (the loop's writes, the
+    // certificates' rotation and publication); it connects in the background too.
+    let mut election = Election::new(&args.lease);
+    let mut watch = watch::spawn(&args.watch, &args.client, &election);
+    if !args.watch.no_watch || args.certs.self_managed_certs == Some(true) {
+        election.start(&args.client, watch.metrics.error_counter("lease"));
+    }
     let status_metrics = apps::auth::StatusMetrics::default();
     if !args.watch.no_watch {
         let routes = apps::router(&watch, &status_metrics, &args.client, &args.status_api);
@@ -118,7 +125,8 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
         server.guard_metrics(guard);
     }
     let cabundle_metrics = certmgr::metrics::Metrics::register(server.registry_mut());
-    let certificates = manage_certificates(&args, &options, &watch, cabundle_metrics).await?;
+    let certificates =
+        manage_certificates(&args, &options, election.leader(), cabundle_metrics).await?;
     let bound = server.bind().await?;
     let memory = server::memory::Arithmetic::of(&options);
     tracing::info!(
@@ -135,11 +143,11 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
             Err(err) => tracing::error!(error = %err, "cannot listen for signals"),
         }
     });
-    // Once the drain is over the loop stops and releases its Lease (bounded by the API
-    // timeout) while the connections finish, so the other replica leads at once.
+    // Once the drain is over the loop stops and the election releases the Lease (each bounded
+    // by the API timeout) while the connections finish, so the other replica leads at once.
     let release = async {
         stopping.wait().await;
-        watch.shutdown().await;
+        tokio::join!(watch.shutdown(), election.shutdown());
     };
     tokio::join!(bound.run(), release);
     for task in [certificates, reload_catalogue].into_iter().flatten() {
@@ -149,12 +157,12 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
 }
 
 /// With `--self-managed-certs`, find or create the certificates in the cluster and write them
-/// where the server reads them, before it loads them. The leader publishes the CA bundle; without
-/// a watch loop (no election) every replica may, which is safe: they publish the same Secret.
+/// where the server reads them, before it loads them. The elected leader rotates and publishes
+/// the CA bundle.
 async fn manage_certificates(
     args: &ServeArgs,
     options: &server::Options,
-    watch: &watch::WatchHandle,
+    leader: tokio::sync::watch::Receiver<bool>,
     metrics: certmgr::metrics::Metrics,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     if args.certs.self_managed_certs != Some(true) {
@@ -169,11 +177,6 @@ async fn manage_certificates(
                  serve the files in --tls-dir/--tls-cert instead): {e}"
             )
         })?;
-    let leader = if args.watch.no_watch {
-        tokio::sync::watch::channel(true).1
-    } else {
-        watch.leader.clone()
-    };
     let dir = options
         .certs
         .cert
@@ -289,6 +292,8 @@ pub struct ServeArgs {
     pub policy: PolicyArgs,
     #[command(flatten)]
     pub client: ClientArgs,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
     #[command(flatten)]
     pub watch: WatchArgs,
     #[command(flatten)]

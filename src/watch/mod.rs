@@ -30,7 +30,8 @@ use tokio::task::JoinHandle;
 use crate::admission::guard::OwnerView;
 use crate::cluster::call::Backoff;
 use crate::cluster::client::{self, ClientArgs};
-use crate::cluster::lease::{self, LeaseOptions};
+use crate::cluster::election::Election;
+use crate::cluster::lease;
 use crate::cluster::rbac::ApiCall;
 use args::WatchArgs;
 use controller::{LoopOptions, Shared};
@@ -46,9 +47,6 @@ pub const API_CALLS: &[ApiCall] = &[
     ApiCall::new("serving.knative.dev", "revisions", "list"),
     ApiCall::new("serving.knative.dev", "revisions", "watch"),
     ApiCall::new("serving.knative.dev", "revisions", "delete"),
-    ApiCall::new("coordination.k8s.io", "leases", "get"),
-    ApiCall::new("coordination.k8s.io", "leases", "create"),
-    ApiCall::new("coordination.k8s.io", "leases", "update"),
     ApiCall::new("events.k8s.io", "events", "create"),
 ];
 
@@ -76,8 +74,8 @@ pub struct WatchHandle {
 }
 
 impl WatchHandle {
-    /// Stop the loop: drop leadership, release the Lease, end the tasks (bounded by the API timeout
-    /// plus a second). Call on graceful shutdown so another replica takes over at once.
+    /// Stop the loop and end its tasks (bounded by the API timeout
+    /// plus a second). Call on graceful shutdown; the Lease is the election's to release.
     pub async fn shutdown(&mut self) {
         self.stop.send_replace(true);
         if let Some(task) = self.task.take() {
@@ -102,13 +100,12 @@ impl WatchHandle {
 }
 
 /// Start the loop in the background and return at once. Must be called inside a Tokio runtime.
-pub fn spawn(args: &WatchArgs, client: &ClientArgs) -> WatchHandle {
-    let (tx, rx) = watch::channel(false);
+pub fn spawn(args: &WatchArgs, client: &ClientArgs, election: &Election) -> WatchHandle {
     let (stop, stopped) = watch::channel(false);
     let mut handle = WatchHandle {
         hub: Hub::new(),
         synced: Arc::new(AtomicBool::new(false)),
-        leader: rx,
+        leader: election.leader(),
         metrics: Metrics::default(),
         watch_buffer: args.watch_buffer,
         task: None,
@@ -128,11 +125,12 @@ pub fn spawn(args: &WatchArgs, client: &ClientArgs) -> WatchHandle {
         metrics: handle.metrics.clone(),
         services: handle.services.clone(),
     };
+    let identity = election.identity().to_owned();
     handle.task = Some(tokio::spawn(run(
         args.clone(),
         client.clone(),
+        identity,
         shared,
-        tx,
         stopped,
     )));
     handle
@@ -141,12 +139,12 @@ pub fn spawn(args: &WatchArgs, client: &ClientArgs) -> WatchHandle {
 async fn run(
     args: WatchArgs,
     client_args: ClientArgs,
+    identity: String,
     shared: Shared,
-    tx: watch::Sender<bool>,
     stop: watch::Receiver<bool>,
 ) {
     let timeout = client_args.api_timeout.max(Duration::from_secs(1));
-    let mut stopping = stop.clone();
+    let mut stopping = stop;
     // Bounds every read, lists included; a watch is ended by the server before this fires.
     let read_timeout = Duration::from_secs(u64::from(controller::WATCH_TIMEOUT_SECS))
         + timeout.max(Duration::from_secs(30));
@@ -158,27 +156,6 @@ async fn run(
         client = connect => client,
         () = lease::stop_requested(&mut stopping) => return,
     };
-    let identity = args.pod_name.clone().unwrap_or_else(generated_identity);
-    let lease = LeaseOptions {
-        namespace: args
-            .lease_namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_owned()),
-        name: args.lease_name.clone(),
-        identity: identity.clone(),
-        lease_duration: args.lease_duration.max(Duration::from_secs(2)),
-        renew_every: (args.lease_duration / 3).max(Duration::from_secs(1)),
-        retry_every: (args.lease_duration / 5).max(Duration::from_secs(1)),
-        api_timeout: timeout,
-    };
-    let metrics = shared.metrics.clone();
-    let elector = tokio::spawn(lease::run_elector(
-        client.clone(),
-        lease,
-        tx,
-        metrics.error_counter("lease"),
-        stop,
-    ));
     let opts = LoopOptions {
         namespace: args.watch_namespace.clone(),
         api_timeout: timeout,
@@ -191,13 +168,4 @@ async fn run(
         () = controller::run(client, opts, shared) => {}
         () = lease::stop_requested(&mut stopping) => {}
     }
-    // The elector saw the same stop: it drops leadership and releases the Lease.
-    let _ = elector.await;
-}
-
-fn generated_identity() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("ksvc-webhook-{}-{nanos:x}", std::process::id())
 }

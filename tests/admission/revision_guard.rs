@@ -64,18 +64,23 @@ async fn cluster() -> Cluster {
         context: None,
         api_timeout: Duration::from_secs(3),
     };
+    // The cache is all this needs: an election that never starts (no replica leads).
+    let election = ksvc_webhook::cluster::election::Election::new(
+        &ksvc_webhook::cluster::election::LeaseArgs {
+            lease_namespace: Some("system".into()),
+            lease_name: "ksvc-webhook-watch".into(),
+            pod_name: Some("replica-a".into()),
+            lease_duration: Duration::from_secs(15),
+        },
+    );
     let args = WatchArgs {
         no_watch: false,
         watch_namespace: None,
-        lease_namespace: Some("system".into()),
-        lease_name: "ksvc-webhook-watch".into(),
-        pod_name: Some("replica-a".into()),
-        lease_duration: Duration::from_secs(15),
         resync_interval: Duration::from_secs(300),
         watch_buffer: 16,
         write_concurrency: std::num::NonZeroUsize::MIN,
     };
-    let watch = ksvc_webhook::watch::spawn(&args, &client);
+    let watch = ksvc_webhook::watch::spawn(&args, &client, &election);
     let view = watch.revision_owners();
     let mut policy = None;
     let server = harness::start(

@@ -332,6 +332,8 @@ struct Flags {
     #[command(flatten)]
     client: ksvc_webhook::cluster::client::ClientArgs,
     #[command(flatten)]
+    lease: ksvc_webhook::cluster::election::LeaseArgs,
+    #[command(flatten)]
     watch: ksvc_webhook::watch::args::WatchArgs,
     #[command(flatten)]
     status: ksvc_webhook::apps::args::StatusApiArgs,
@@ -345,7 +347,11 @@ async fn serve_wires_the_guard_by_default_and_drops_it_with_status_auth_false() 
         Flags::try_parse_from(base.iter().chain(extra)).unwrap()
     };
     let guarded = flags(&[]);
-    let handle = ksvc_webhook::watch::spawn(&guarded.watch, &guarded.client);
+    let handle = ksvc_webhook::watch::spawn(
+        &guarded.watch,
+        &guarded.client,
+        &ksvc_webhook::cluster::election::Election::new(&guarded.lease),
+    );
     handle
         .synced
         .store(true, std::sync::atomic::Ordering::Release);

@@ -11,6 +11,7 @@ use ksvc_webhook::cli::app::{
 };
 use ksvc_webhook::cli::app_print::Output;
 use ksvc_webhook::cluster::client::ClientArgs;
+use ksvc_webhook::cluster::election::{Election, LeaseArgs};
 use ksvc_webhook::watch::args::WatchArgs;
 use serde_json::Value;
 use support::cli::kubeconfig_for;
@@ -265,14 +266,19 @@ fn watch_args() -> WatchArgs {
     WatchArgs {
         no_watch: false,
         watch_namespace: None,
-        lease_namespace: None,
-        lease_name: "ksvc-webhook-watch".into(),
-        pod_name: Some("pod-1".into()),
-        lease_duration: std::time::Duration::from_secs(15),
         resync_interval: std::time::Duration::from_secs(300),
         watch_buffer: 16,
         write_concurrency: std::num::NonZeroUsize::MIN,
     }
+}
+
+fn election() -> Election {
+    Election::new(&LeaseArgs {
+        lease_namespace: None,
+        lease_name: "ksvc-webhook-watch".into(),
+        pod_name: Some("pod-1".into()),
+        lease_duration: std::time::Duration::from_secs(15),
+    })
 }
 
 fn client_args(kubeconfig: std::path::PathBuf) -> ClientArgs {
@@ -292,7 +298,9 @@ async fn spawn_connects_syncs_and_leads() {
     );
     let dir = tempfile::tempdir().unwrap();
     let client = client_args(kubeconfig_for(&format!("http://{}", fake.addr), &dir));
-    let handle = ksvc_webhook::watch::spawn(&watch_args(), &client);
+    let mut election = election();
+    let handle = ksvc_webhook::watch::spawn(&watch_args(), &client, &election);
+    election.start(&client, Default::default());
     wait_until("the cache synced", || handle.synced.load(Ordering::Acquire)).await;
     wait_until("this replica leads", || *handle.leader.borrow()).await;
     let lease = fake.get("leases", "system", "ksvc-webhook-watch").unwrap();
@@ -306,6 +314,7 @@ async fn spawn_connects_syncs_and_leads() {
 
     let mut handle = handle;
     handle.shutdown().await;
+    election.shutdown().await;
     assert!(
         !*handle.leader.borrow(),
         "leadership is dropped on shutdown"
@@ -322,7 +331,7 @@ async fn spawn_returns_at_once_without_a_cluster() {
     // Nothing listens on port 9 of localhost: the loop keeps retrying in the background.
     let dir = tempfile::tempdir().unwrap();
     let client = client_args(kubeconfig_for("http://127.0.0.1:9", &dir));
-    let handle = ksvc_webhook::watch::spawn(&watch_args(), &client);
+    let handle = ksvc_webhook::watch::spawn(&watch_args(), &client, &election());
     tokio::task::yield_now().await;
     assert!(!handle.synced.load(Ordering::Acquire));
     assert!(!*handle.leader.borrow());
@@ -333,6 +342,7 @@ async fn spawn_returns_at_once_without_a_cluster() {
             ..watch_args()
         },
         &client_args("/nonexistent".into()),
+        &election(),
     );
     assert!(disabled.task.is_none());
 }

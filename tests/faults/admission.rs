@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use ksvc_webhook::apps::args::StatusApiArgs;
+use ksvc_webhook::cluster::election::LeaseArgs;
 use ksvc_webhook::watch::args::WatchArgs;
 
 use crate::common::{SLACK, since_fault};
@@ -26,13 +27,16 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
         context: None,
         api_timeout: Duration::from_secs(3),
     };
-    let args = WatchArgs {
-        no_watch: false,
-        watch_namespace: None,
+    // The cache is all this needs: an election that never starts (no replica leads).
+    let election = ksvc_webhook::cluster::election::Election::new(&LeaseArgs {
         lease_namespace: Some("system".into()),
         lease_name: "ksvc-webhook-watch".into(),
         pod_name: Some("replica-a".into()),
         lease_duration: Duration::from_secs(15),
+    });
+    let args = WatchArgs {
+        no_watch: false,
+        watch_namespace: None,
         resync_interval: Duration::from_secs(300),
         watch_buffer: 16,
         write_concurrency: std::num::NonZeroUsize::MIN,
@@ -41,7 +45,7 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
     let server = harness::start(
         |_| {},
         |server| {
-            let handle = ksvc_webhook::watch::spawn(&args, &client);
+            let handle = ksvc_webhook::watch::spawn(&args, &client, &election);
             let open = StatusApiArgs {
                 status_auth: false,
                 status_auth_cache_ttl: Duration::from_secs(10),
