@@ -9,7 +9,7 @@ BIN := ./target/release/ksvc-webhook
 # https://127.0.0.1:8443 with dev certificates made on first run and the example sidecar
 # catalogue. The watch loop finds no cluster, says so once and keeps retrying; admission works.
 run: demo
-	@test -f certs/tls.crt || $(BIN) certs --service ksvc-webhook --namespace ksvc-system --out certs >/dev/null
+	@test -f certs/tls.crt || $(BIN) certs --service ksvc-webhook --service-namespace ksvc-system --out certs >/dev/null
 	$(BIN) serve --listen 127.0.0.1:8443 --tls-dir certs --metrics-listen 127.0.0.1:9090 \
 		--sidecars examples/sidecars.yaml --status-auth=false
 
@@ -29,7 +29,7 @@ install:
 
 # A CA and serving certificate for the in-cluster Service, into certs/ (git-ignored).
 certs:
-	$(CARGO) run --release --quiet -- certs --service ksvc-webhook --namespace ksvc-system --out certs
+	$(CARGO) run --release --quiet -- certs --service ksvc-webhook --service-namespace ksvc-system --out certs
 
 # Benchmarks: the criterion benches of the core, then the HTTPS load run.
 bench: bench-core bench-load

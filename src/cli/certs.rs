@@ -69,9 +69,10 @@ pub struct CertsArgs {
         value_parser = super::parse_service_name
     )]
     pub service: String,
-    /// Namespace of the webhook's Kubernetes Service.
+    /// Namespace of the webhook's Kubernetes Service; `--namespace` is an older spelling.
     #[arg(
-        long,
+        long = "service-namespace",
+        alias = "namespace",
         env = "KSVC_WEBHOOK_SERVICE_NAMESPACE",
         default_value = "ksvc-system",
         value_parser = crate::flags::parse_dns_label

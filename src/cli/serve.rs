@@ -22,7 +22,7 @@ use crate::apps::{self, args::StatusApiArgs};
 use crate::certmgr::CertArgs;
 use crate::cluster::election::{Election, LeaseArgs};
 use crate::cluster::{self, client::ClientArgs};
-use crate::flags::{parse_bytes, parse_duration};
+use crate::flags::{parse_bytes, parse_duration, parse_listen_addr};
 use crate::server::catalogue::CatalogueReloader;
 use crate::server::{self, Server, tls::CertPaths};
 use crate::watch::args::WatchArgs;
@@ -32,6 +32,14 @@ use crate::{certmgr, watch};
 pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     // Dropped last: the remaining log lines are written after the server has stopped.
     let _logs = super::logs::init(args.log_format);
+    // A kubeconfig named but missing is a mistake to say now, not a cluster to retry forever.
+    if let Some(path) = args.client.kubeconfig.as_ref().filter(|p| !p.exists()) {
+        return Err(crate::cluster::errors::Error::NoKubeconfig {
+            path: path.display().to_string(),
+            origin: crate::cluster::errors::Origin::Flag,
+        }
+        .into());
+    }
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let mode = CertMode::of(&args, in_cluster);
     args.certs.self_managed_certs = Some(mode == CertMode::SelfManaged);
@@ -139,7 +147,11 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     let mut stopping = shutdown.stopping();
     tokio::spawn(async move {
         match server::shutdown::signal().await {
-            Ok(()) => shutdown.trigger(),
+            Ok(server::shutdown::Signal::Terminate) => shutdown.trigger(),
+            Ok(server::shutdown::Signal::Interrupt) => {
+                shutdown.trigger();
+                shutdown.stop();
+            }
             Err(err) => tracing::error!(error = %err, "cannot listen for signals"),
         }
     });
@@ -225,8 +237,8 @@ impl CertMode {
 /// Arguments of `serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Address of the HTTPS admission listener.
-    #[arg(long, env = "KSVC_WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
+    /// Address of the HTTPS admission listener (`HOST:PORT`, or `:PORT` for every interface).
+    #[arg(long, env = "KSVC_WEBHOOK_LISTEN", default_value = "0.0.0.0:8443", value_parser = parse_listen_addr)]
     pub listen: SocketAddr,
     /// PEM certificate chain of the serving certificate (default: `certs/tls.crt`). Given
     /// outside a cluster, it is served as it is (no self-managed certificates).
@@ -246,8 +258,9 @@ pub struct ServeArgs {
     /// Offer HTTP/2 through ALPN (off: kube-apiserver talks HTTP/1.1 to webhooks).
     #[arg(long, env = "KSVC_WEBHOOK_HTTP2")]
     pub http2: bool,
-    /// Plain-HTTP address serving only /healthz, /readyz and /metrics (off when unset).
-    #[arg(long, env = "KSVC_WEBHOOK_METRICS_LISTEN")]
+    /// Plain-HTTP address serving only /healthz, /readyz and /metrics (off when unset;
+    /// `HOST:PORT`, or `:PORT` for every interface).
+    #[arg(long, env = "KSVC_WEBHOOK_METRICS_LISTEN", value_parser = parse_listen_addr)]
     pub metrics_listen: Option<SocketAddr>,
     /// A client that has not finished its TLS handshake or request headers by then is cut off.
     #[arg(long, env = "KSVC_WEBHOOK_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = parse_duration)]

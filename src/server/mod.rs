@@ -285,7 +285,12 @@ impl Bound {
                 drain_ms = drain.as_millis() as u64,
                 "shutdown: readiness failed, draining"
             );
-            tokio::time::sleep(drain).await;
+            // A stop asked for at once (Ctrl-C) cuts the drain short.
+            let mut stopping = shutdown.stopping();
+            tokio::select! {
+                () = tokio::time::sleep(drain) => {}
+                () = stopping.wait() => {}
+            }
             tracing::info!(
                 bound_ms = bound.as_millis() as u64,
                 "shutdown: no longer accepting, finishing in-flight requests"

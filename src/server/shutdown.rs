@@ -1,4 +1,5 @@
 //! Graceful shutdown: the trigger (SIGTERM, SIGINT or a test) and the phases that follow it.
+//! SIGINT (a Ctrl-C at a terminal) skips the drain.
 //!
 //! On trigger readiness fails at once; the listeners keep answering for the drain period
 //! (kube-apiserver keeps reusing open keep-alive connections to a terminating pod). Then the
@@ -46,8 +47,9 @@ impl Shutdown {
         let _ = rx.wait_for(|&now| now >= Phase::Draining).await;
     }
 
-    /// The drain is over: stop accepting and end long-lived answers.
-    pub(crate) fn stop(&self) {
+    /// Stop accepting and end long-lived answers now: after the drain, or at once when the drain
+    /// is skipped (a Ctrl-C at a terminal).
+    pub fn stop(&self) {
         self.readiness.begin_shutdown();
         self.advance(Phase::Stopping);
     }
@@ -80,16 +82,26 @@ impl Stopping {
     }
 }
 
-/// Resolves on the first SIGTERM or SIGINT.
-pub async fn signal() -> std::io::Result<()> {
+/// Which signal asked the server to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGTERM, as the kubelet sends it: drain first, kube-apiserver still holds connections.
+    Terminate,
+    /// SIGINT, a Ctrl-C at a terminal: nobody to drain for, stop at once.
+    Interrupt,
+}
+
+/// Resolves on the first SIGTERM or SIGINT, saying which.
+pub async fn signal() -> std::io::Result<Signal> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
-    }
-    Ok(())
+    let received = tokio::select! {
+        _ = term.recv() => Signal::Terminate,
+        _ = int.recv() => Signal::Interrupt,
+    };
+    tracing::info!(signal = ?received, "signal received");
+    Ok(received)
 }
 
 #[cfg(test)]

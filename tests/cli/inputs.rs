@@ -36,7 +36,13 @@ fn values_that_cannot_work_are_refused_with_the_form_expected() {
             "\"Bad_Name!\" is not a Service name: it must start with a lower-case letter",
         ),
         (
-            &["certs", "--namespace", "a b", "--out", "target/never"],
+            &[
+                "certs",
+                "--service-namespace",
+                "a b",
+                "--out",
+                "target/never",
+            ],
             &[],
             2,
             "\"a b\" is not a DNS-1123 label",
