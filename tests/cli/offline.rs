@@ -261,3 +261,27 @@ fn completion_scripts_load_in_their_shells() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(text(&bad.stderr).contains("[possible values: bash, zsh, fish]"));
 }
+
+/// The example reviews as `make run` decides them (the example sidecar catalogue loaded): the
+/// README's curl lines get what they promise.
+#[test]
+fn the_example_reviews_are_decided_as_make_run_decides_them() {
+    for (review, allowed) in [
+        ("examples/managed-review.json", true),
+        ("examples/plain-review.json", true),
+        ("examples/invalid-review.json", false),
+    ] {
+        let out = run(
+            &[
+                "review",
+                "-f",
+                review,
+                "--sidecars",
+                "examples/sidecars.yaml",
+            ],
+            b"",
+        );
+        let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(answer["response"]["allowed"], allowed, "{review}: {answer}");
+    }
+}
