@@ -182,3 +182,54 @@ pub(crate) fn listen_addr(stdout: std::process::ChildStdout) -> SocketAddr {
     }
     panic!("serve exited before logging its address");
 }
+
+#[tokio::test]
+async fn an_unreachable_cluster_is_said_once_at_warn_and_never_as_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    // Nothing listens on port 9: every connect is refused.
+    let kubeconfig = support::kubeconfig("http://127.0.0.1:9", "system", dir.path());
+    let child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--self-managed-certs=false",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--tls-dir")
+        .arg(&certs)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(Some(child));
+    let stdout = child.get().stdout.take().unwrap();
+    let lines = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    // Two rounds of retries (1 s, then 2 s), then a Ctrl-C.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let kill = Command::new("kill")
+        .args(["-INT", &child.get().id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let lines = lines.await.unwrap();
+    let text = lines.join("\n");
+    assert!(!text.contains(" ERROR "), "{text}");
+    let warned = lines
+        .iter()
+        .filter(|l| l.contains(" WARN ") && l.contains("admission is unaffected"))
+        .count();
+    // Once for each part that waits for the cluster (the election and the watch loop).
+    assert_eq!(warned, 2, "{text}");
+    assert!(
+        text.contains("The connection to the server 127.0.0.1:9 was refused"),
+        "{text}"
+    );
+}
