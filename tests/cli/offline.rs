@@ -285,3 +285,50 @@ fn the_example_reviews_are_decided_as_make_run_decides_them() {
         assert_eq!(answer["response"]["allowed"], allowed, "{review}: {answer}");
     }
 }
+
+/// `mutate --sidecars-from-cluster` reads the catalogue from its ConfigMap in the cluster, as
+/// `istioctl kube-inject` reads its injector config, and injects what `--sidecars FILE` would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutate_reads_the_catalogue_from_the_cluster() {
+    let fake = support::FakeApi::start().await;
+    let catalogue = std::fs::read_to_string("examples/sidecars.yaml").unwrap();
+    fake.put(
+        "configmaps",
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "ksvc-webhook-sidecars", "namespace": "ksvc-system"},
+            "data": {"sidecars.yaml": catalogue}}),
+    );
+    let from_file = run(
+        &[
+            "mutate",
+            "-f",
+            "examples/sidecar-ksvc.yaml",
+            "--sidecars",
+            "examples/sidecars.yaml",
+        ],
+        b"",
+    );
+    assert!(from_file.status.success());
+    let args = [
+        "mutate",
+        "-f",
+        "examples/sidecar-ksvc.yaml",
+        "--sidecars-from-cluster",
+    ];
+    let from_cluster = support::cli::run(&fake, &args).await;
+    assert_eq!(from_cluster.code, Some(0), "{}", from_cluster.stderr);
+    assert_eq!(from_cluster.stdout, text(&from_file.stdout));
+
+    let elsewhere = [&args[..], &["--sidecars-configmap", "other/none"]].concat();
+    let missing = support::cli::run(&fake, &elsewhere).await;
+    assert_ne!(missing.code, Some(0));
+    assert_eq!(
+        missing
+            .stderr
+            .matches("no ConfigMap other/none in the cluster")
+            .count(),
+        1,
+        "{}",
+        missing.stderr
+    );
+}
