@@ -104,6 +104,24 @@ fn forged_start(uid: &str) -> Vec<u8> {
     .unwrap()
 }
 
+/// What became of a forged start: refused, or allowed with the project label kept (the record's
+/// keys that are not the stop's are dropped), or, the hole this soak guards, rewritten.
+fn forged_outcome(response: &serde_json::Value) -> String {
+    use base64::Engine as _;
+    if response["allowed"] != true {
+        return "refused".into();
+    }
+    let patch = response["patch"].as_str().unwrap_or_default();
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(patch)
+        .unwrap_or_default();
+    let patch = String::from_utf8_lossy(&patch);
+    match patch.contains("flyte.org~1project") {
+        true => "allowed, PROJECT REWRITTEN".into(),
+        false => "allowed, identity kept".into(),
+    }
+}
+
 /// Every attack, each until `end`.
 fn attacks(served: &Arc<Served>, end: Instant, tally: &Tally) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
@@ -201,7 +219,7 @@ fn attacks(served: &Arc<Served>, end: Instant, tally: &Tally) -> Vec<tokio::task
                     let outcome = match &answer {
                         Ok((StatusCode::OK, body)) => {
                             let v: serde_json::Value = serde_json::from_slice(body).unwrap();
-                            format!("allowed={}", v["response"]["allowed"])
+                            forged_outcome(&v["response"])
                         }
                         _ => status(&answer),
                     };
@@ -372,5 +390,15 @@ async fn soak_every_attack_at_once_while_reviews_keep_succeeding() {
         mib(bound)
     );
     assert!(success >= 0.99, "{success}");
+    let rewritten = tally
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|((_, outcome), _)| outcome.contains("REWRITTEN"));
+    assert!(
+        !rewritten,
+        "a forged stop-restore record rewrote an identity label"
+    );
     assert!(peak <= bound, "peak {peak} over {bound}");
 }
