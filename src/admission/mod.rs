@@ -13,6 +13,7 @@
 
 pub mod skim;
 
+pub mod drift;
 pub mod guard;
 pub mod ksvc;
 pub mod mutate;
