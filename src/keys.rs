@@ -47,6 +47,9 @@ pub const ROUTING_STATE_ACTIVE: &str = "active";
 /// The drift report decides as if that writer wrote the stored object again.
 pub const ANNOTATION_LAST_MODIFIER: &str = "serving.knative.dev/lastModifier";
 
+/// Annotation `kubectl apply` leaves: the whole object as last applied.
+pub const ANNOTATION_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// The env var apps format with `app_fqdn` to call another app of the same project and domain.
 pub const ENV_INTERNAL_APP_ENDPOINT_PATTERN: &str = "INTERNAL_APP_ENDPOINT_PATTERN";
 

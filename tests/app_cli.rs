@@ -284,10 +284,8 @@ async fn spawn_connects_syncs_and_leads() {
         ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
     );
     let dir = tempfile::tempdir().unwrap();
-    let handle = ksvc_webhook::watch::spawn(&watch_args(kubeconfig_for(
-        &format!("http://{}", fake.addr),
-        &dir,
-    )));
+    let args = watch_args(kubeconfig_for(&format!("http://{}", fake.addr), &dir));
+    let handle = ksvc_webhook::watch::spawn(&args, Default::default());
     wait_until("the cache synced", || handle.synced.load(Ordering::Acquire)).await;
     wait_until("this replica leads", || *handle.leader.borrow()).await;
     let lease = fake.get("leases", "system", "ksvc-webhook-watch").unwrap();
@@ -316,15 +314,16 @@ async fn spawn_connects_syncs_and_leads() {
 async fn spawn_returns_at_once_without_a_cluster() {
     // Nothing listens on port 9 of localhost: the loop keeps retrying in the background.
     let dir = tempfile::tempdir().unwrap();
-    let handle =
-        ksvc_webhook::watch::spawn(&watch_args(kubeconfig_for("http://127.0.0.1:9", &dir)));
+    let args = watch_args(kubeconfig_for("http://127.0.0.1:9", &dir));
+    let handle = ksvc_webhook::watch::spawn(&args, Default::default());
     tokio::task::yield_now().await;
     assert!(!handle.synced.load(Ordering::Acquire));
     assert!(!*handle.leader.borrow());
     assert!(handle.task.as_ref().is_some_and(|t| !t.is_finished()));
-    let disabled = ksvc_webhook::watch::spawn(&WatchArgs {
+    let args = WatchArgs {
         no_watch: true,
         ..watch_args("/nonexistent".into())
-    });
+    };
+    let disabled = ksvc_webhook::watch::spawn(&args, Default::default());
     assert!(disabled.task.is_none());
 }

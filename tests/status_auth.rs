@@ -345,7 +345,7 @@ async fn serve_wires_the_guard_by_default_and_drops_it_with_status_auth_false() 
         Flags::try_parse_from(base.iter().chain(extra)).unwrap()
     };
     let guarded = flags(&[]);
-    let handle = ksvc_webhook::watch::spawn(&guarded.watch);
+    let handle = ksvc_webhook::watch::spawn(&guarded.watch, Default::default());
     handle
         .synced
         .store(true, std::sync::atomic::Ordering::Release);

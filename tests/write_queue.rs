@@ -78,6 +78,7 @@ fn transition(name: &str, previous: Phase, phase: Phase) -> Transition {
                 url: None,
                 substate: None,
             },
+            drift: Default::default(),
         }),
     }
 }

@@ -113,7 +113,8 @@ pub struct Drift {
 }
 
 impl Drift {
-    fn only(reason: Reason, detail: String) -> Self {
+    /// A drift of one reason.
+    pub fn one(reason: Reason, detail: String) -> Self {
         Self {
             findings: vec![Finding { reason, detail }],
             new_revision: false,
@@ -168,7 +169,7 @@ pub fn drift(stored: &str, inject: Option<&str>, policy: &Policy) -> Result<Drif
     let object = read(stored)?;
     let namespace = ksvc::namespace(&object).to_owned();
     if let Some(why) = excluded(&namespace, inject) {
-        return Ok(Drift::only(Reason::Excluded, why));
+        return Ok(Drift::one(Reason::Excluded, why));
     }
     let username = ksvc::entry(&object, ksvc::ANNOTATIONS, keys::ANNOTATION_LAST_MODIFIER)
         .unwrap_or_default()
@@ -219,7 +220,7 @@ fn classify(before: &Node, decision: &Decision) -> Drift {
             .failure
             .clone()
             .unwrap_or_else(|| decision.message());
-        return Drift::only(Reason::WouldReject, detail);
+        return Drift::one(Reason::WouldReject, detail);
     }
     let Some(after) = decision
         .object

@@ -99,6 +99,7 @@ mod tests {
                 url: Some("http://hello-proj-dev.apps.example.com".into()),
                 substate: None,
             },
+            drift: Default::default(),
         }
     }
 

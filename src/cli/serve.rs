@@ -95,7 +95,7 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     // The watch loop never holds admission up: it connects (and retries) in the background, and
     // its sync gates `/apps` and its own metric, never `/readyz`. With `failurePolicy: Fail` a
     // loop that cannot list would otherwise refuse every KService write in the cluster.
-    let mut watch = watch::spawn(&args.watch);
+    let mut watch = watch::spawn(&args.watch, server.policy());
     let status_metrics = apps::auth::StatusMetrics::default();
     if !args.watch.no_watch {
         let routes = apps::router(&watch, &status_metrics, &args.watch, &args.status_api);
