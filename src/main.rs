@@ -1,4 +1,5 @@
-//! The `ksvc-webhook` binary: parse the command line, run it, print an error chain and exit 1.
+//! The `ksvc-webhook` binary: parse the command line, run it, print an error chain and exit 1
+//! (or exit with the status a command chose, as `drift` does).
 
 use clap::Parser;
 
@@ -11,6 +12,10 @@ fn main() -> std::process::ExitCode {
     match ksvc_webhook::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
+            if let Some(exit) = err.downcast_ref::<ksvc_webhook::cli::drift::Exit>() {
+                // The command has printed all it had to say; only its status is left.
+                return std::process::ExitCode::from(exit.0);
+            }
             // Each cause once: some libraries' messages already embed their source's.
             eprintln!("error: {}", ksvc_webhook::report::error_chain(err.as_ref()));
             std::process::ExitCode::FAILURE

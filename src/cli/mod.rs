@@ -3,6 +3,7 @@
 pub mod app;
 pub mod app_print;
 pub mod certs;
+pub mod drift;
 mod logs;
 pub mod offline;
 pub mod policy;
@@ -12,6 +13,7 @@ use clap::{Parser, Subcommand};
 
 use app::AppArgs;
 use certs::CertsArgs;
+use drift::DriftArgs;
 use offline::{InputArgs, MutateArgs, NameArgs, ReviewArgs};
 use serve::ServeArgs;
 
@@ -26,6 +28,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::App(args) => app::run(args),
         Command::Serve(args) => serve::run(*args),
         Command::Certs(args) => certs::run(args),
+        Command::Drift(args) => drift::run(*args),
     }
 }
 
@@ -57,6 +60,9 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Generate a CA and a serving certificate for the webhook Service.
     Certs(CertsArgs),
+    /// Report which KServices admission would change today, and why (exit 1 when any has
+    /// drifted), from a cluster or a file.
+    Drift(Box<DriftArgs>),
 }
 
 #[cfg(test)]
