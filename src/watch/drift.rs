@@ -81,7 +81,6 @@ impl DriftIndex {
             // wrong, and then admission would refuse it too.
             let drift = drift::drift(ksvc.stored.text(), inject.as_deref(), &self.policy)
                 .unwrap_or_else(|e| Drift::one(Reason::WouldReject, e.to_string()));
-            self.remove(key);
             for reason in drift.reasons() {
                 *self.counts.entry(reason).or_default() += 1;
             }
@@ -91,7 +90,14 @@ impl DriftIndex {
                 generation: self.generation,
                 drift,
             };
-            self.entries.insert(key.clone(), entry);
+            // In place: no key copied, no rebalancing, for the common re-evaluation.
+            let old = match self.entries.get_mut(key) {
+                Some(slot) => Some(std::mem::replace(slot, entry)),
+                None => self.entries.insert(key.clone(), entry),
+            };
+            for reason in old.iter().flat_map(|e| e.drift.reasons()) {
+                *self.counts.entry(reason).or_default() -= 1;
+            }
         }
         self.get(key)
     }

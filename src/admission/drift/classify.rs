@@ -1,8 +1,6 @@
 //! PURE: what a decision would change in a stored KService, sorted into findings: the changed
 //! paths ([`super::paths`]) each belong to one reason, and each reason says in words what it is.
 
-use std::collections::BTreeMap;
-
 use super::paths::{diff, pointer};
 use super::{Drift, Finding, Reason};
 use crate::admission::sidecars::Status as SidecarStatus;
@@ -28,19 +26,25 @@ pub(super) fn classify(before: &Node, decision: &Decision) -> Drift {
     };
     let mut changed = Vec::new();
     diff(Some(before), Some(after), &mut Vec::new(), &mut changed);
-    let mut by_reason: BTreeMap<Reason, Vec<String>> = BTreeMap::new();
+    // Only `other` names its paths: the other reasons say in words what they are.
+    let mut other = Vec::new();
+    let mut reasons = Vec::new();
     for path in &changed {
         let reason = reason_of(path, before);
-        by_reason.entry(reason).or_default().push(pointer(path));
+        if reason == Reason::Other {
+            other.push(pointer(path));
+        }
+        if !reasons.contains(&reason) {
+            reasons.push(reason);
+        }
     }
-    let new_revision = changed
-        .iter()
-        .any(|p| p.starts_with(&TEMPLATE.map(String::from)));
-    let mut findings: Vec<Finding> = by_reason
+    reasons.sort();
+    let new_revision = changed.iter().any(|p| p.len() >= 2 && p[..2] == TEMPLATE);
+    let mut findings: Vec<Finding> = reasons
         .into_iter()
-        .map(|(reason, paths)| Finding {
+        .map(|reason| Finding {
             reason,
-            detail: detail(reason, paths, before, after),
+            detail: detail(reason, &other, before, after),
         })
         .collect();
     let template_name = ksvc::get_str(before, &["spec", "template", "metadata", "name"]);
@@ -96,7 +100,7 @@ fn reason_of(path: &[String], before: &Node) -> Reason {
 }
 
 /// The words of a finding: what is there and what admission would make of it.
-fn detail(reason: Reason, paths: Vec<String>, before: &Node, after: &Node) -> String {
+fn detail(reason: Reason, other: &[String], before: &Node, after: &Node) -> String {
     match reason {
         Reason::MissingSpecSha => {
             let sha = ksvc::entry(after, ksvc::ANNOTATIONS, keys::ANNOTATION_SPEC_SHA);
@@ -122,7 +126,7 @@ fn detail(reason: Reason, paths: Vec<String>, before: &Node, after: &Node) -> St
             "the annotation {} becomes the label",
             keys::ANNOTATION_APP_MANAGED
         ),
-        _ => paths.join(", "),
+        _ => other.join(", "),
     }
 }
 

@@ -2,56 +2,57 @@
 //! objects member by member, containers and volumes by name, an env list as the webhook's own
 //! variable and the rest.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use crate::json::{Map, Node};
+use crate::json::Node;
 use crate::keys;
+
+/// One step of a path: a member's key or a list item's name, borrowed from the trees; an
+/// item without a name goes by its index.
+type Token<'t> = Cow<'t, str>;
 
 /// Append to `out` the paths where `a` and `b` differ: objects member by member (an absent
 /// object as an empty one), containers and volumes by name, env lists as the webhook's own
 /// variable and the rest; any other difference (a list, a value, text the parser kept) at its
-/// own path.
-pub(super) fn diff(
-    a: Option<&Node>,
-    b: Option<&Node>,
-    path: &mut Vec<String>,
+/// own path. Only the leaves are compared, each once.
+pub(super) fn diff<'t>(
+    a: Option<&'t Node<'_>>,
+    b: Option<&'t Node<'_>>,
+    path: &mut Vec<Token<'t>>,
     out: &mut Vec<Vec<String>>,
 ) {
-    if a == b {
-        return;
-    }
-    let tokens: Vec<&str> = path.iter().map(String::as_str).collect();
-    let named_list = matches!(
-        tokens.as_slice(),
-        ["spec", "template", "spec", "containers" | "volumes"]
-    );
-    let env = matches!(
-        tokens.as_slice(),
-        ["spec", "template", "spec", "containers", _, "env"]
-    );
+    let in_pod = path.len() >= 4 && path[..3] == ["spec", "template", "spec"];
+    let named_list = in_pod && path.len() == 4 && matches!(&*path[3], "containers" | "volumes");
+    let env = in_pod && path.len() == 6 && path[3] == "containers" && path[5] == "env";
     match (a, b) {
         (None | Some(Node::Object(_)), None | Some(Node::Object(_))) => {
-            let keys = union(a.and_then(Node::as_object), b.and_then(Node::as_object));
-            for key in keys {
-                path.push(key.clone());
-                diff(
-                    a.and_then(|n| n.get(&key)),
-                    b.and_then(|n| n.get(&key)),
-                    path,
-                    out,
-                );
+            let (a_map, b_map) = (a.and_then(Node::as_object), b.and_then(Node::as_object));
+            for (key, x) in a_map.into_iter().flat_map(|m| m.iter()) {
+                path.push(Cow::Borrowed(key));
+                diff(Some(x), b_map.and_then(|m| m.get(key)), path, out);
+                path.pop();
+            }
+            let only_b = b_map
+                .into_iter()
+                .flat_map(|m| m.iter())
+                .filter(|(k, _)| a_map.is_none_or(|m| m.get(k).is_none()));
+            for (key, y) in only_b {
+                path.push(Cow::Borrowed(key));
+                diff(None, Some(y), path, out);
                 path.pop();
             }
         }
+        _ if a == b => {}
         (None | Some(Node::Array(_)), None | Some(Node::Array(_))) if named_list => {
             let (a, b) = (by_name(a), by_name(b));
             let names = a.keys().chain(b.keys().filter(|k| !a.contains_key(*k)));
-            for name in names.cloned().collect::<Vec<_>>() {
+            for name in names {
                 path.push(name.clone());
-                match (a.get(&name), b.get(&name)) {
-                    (Some(x), Some(y)) => diff(Some(x), Some(y), path, out),
+                match (a.get(name), b.get(name)) {
+                    (Some(x), Some(y)) => diff_item(x, y, path, out),
                     // Added or removed whole.
-                    _ => out.push(path.clone()),
+                    _ => out.push(owned(path)),
                 }
                 path.pop();
             }
@@ -60,39 +61,52 @@ pub(super) fn diff(
             let (ours_a, rest_a) = split_env(a);
             let (ours_b, rest_b) = split_env(b);
             if ours_a != ours_b {
-                out.push(
-                    [
-                        path.as_slice(),
-                        &[keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN.to_owned()],
-                    ]
-                    .concat(),
-                );
+                path.push(Cow::Borrowed(keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN));
+                out.push(owned(path));
+                path.pop();
             }
             if rest_a != rest_b {
-                out.push(path.clone());
+                out.push(owned(path));
             }
         }
-        _ => out.push(path.clone()),
+        _ => out.push(owned(path)),
     }
 }
 
-/// The keys of two maps, `a`'s first, each once.
-fn union(a: Option<&Map>, b: Option<&Map>) -> Vec<String> {
-    let mut keys: Vec<String> = a
-        .into_iter()
-        .flat_map(|m| m.keys())
-        .map(str::to_owned)
-        .collect();
-    for key in b.into_iter().flat_map(|m| m.keys()) {
-        if !keys.iter().any(|k| k == key) {
-            keys.push(key.to_owned());
-        }
+/// A container or volume on both sides: its own path when anything but its env list differs
+/// (all of it is a sidecar's, or the handed-over port's), and its env list apart (the
+/// webhook's own variable may be in it).
+fn diff_item<'t>(
+    x: &'t Node<'_>,
+    y: &'t Node<'_>,
+    path: &mut Vec<Token<'t>>,
+    out: &mut Vec<Vec<String>>,
+) {
+    if x == y {
+        return;
     }
-    keys
+    let (Node::Object(a), Node::Object(b)) = (x, y) else {
+        out.push(owned(path));
+        return;
+    };
+    let differs = |p: &crate::json::Map, q: &crate::json::Map| {
+        p.iter().any(|(k, v)| k != "env" && q.get(k) != Some(v))
+    };
+    let beyond_env = differs(a, b) || differs(b, a);
+    if beyond_env {
+        out.push(owned(path));
+    }
+    path.push(Cow::Borrowed("env"));
+    diff(a.get("env"), b.get("env"), path, out);
+    path.pop();
+}
+
+fn owned(path: &[Token]) -> Vec<String> {
+    path.iter().map(|t| t.to_string()).collect()
 }
 
 /// The items of a list by their `name` (an item without one under its index).
-fn by_name<'d, 'a>(list: Option<&'d Node<'a>>) -> BTreeMap<String, &'d Node<'a>> {
+fn by_name<'t, 'a>(list: Option<&'t Node<'a>>) -> BTreeMap<Token<'t>, &'t Node<'a>> {
     let items = list.and_then(Node::as_array).map_or(&[][..], Vec::as_slice);
     items
         .iter()
@@ -102,7 +116,8 @@ fn by_name<'d, 'a>(list: Option<&'d Node<'a>>) -> BTreeMap<String, &'d Node<'a>>
                 Node::Object(m) => m.get("name").and_then(Node::as_str),
                 _ => None,
             };
-            (name.map_or_else(|| i.to_string(), str::to_owned), item)
+            let token = name.map_or_else(|| Cow::Owned(i.to_string()), Cow::Borrowed);
+            (token, item)
         })
         .collect()
 }
