@@ -35,7 +35,7 @@ certs:
 bench: bench-core bench-load
 
 bench-core:
-	$(CARGO) bench --bench review --bench sidecars --bench watch
+	$(CARGO) bench --bench review --bench sidecars --bench watch --bench drift
 
 # HTTPS load benchmark of the server with oha (see README "Server performance").
 bench-load:

@@ -36,6 +36,7 @@ fn record(i: usize, phase: Phase) -> ksvc_webhook::watch::hub::AppRecord {
             url: Some(format!("http://app-{i}.apps.example")),
             substate: None,
         },
+        drift: Default::default(),
     }
 }
 

@@ -43,6 +43,13 @@ pub const LABEL_ROUTING_STATE: &str = "serving.knative.dev/routingState";
 /// The value of [`LABEL_ROUTING_STATE`] on a revision some route sends traffic to.
 pub const ROUTING_STATE_ACTIVE: &str = "active";
 
+/// Annotation Knative's webhook sets on every Service write: the username of the last writer.
+/// The drift report decides as if that writer wrote the stored object again.
+pub const ANNOTATION_LAST_MODIFIER: &str = "serving.knative.dev/lastModifier";
+
+/// Annotation `kubectl apply` leaves: the whole object as last applied.
+pub const ANNOTATION_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// The env var apps format with `app_fqdn` to call another app of the same project and domain.
 pub const ENV_INTERNAL_APP_ENDPOINT_PATTERN: &str = "INTERNAL_APP_ENDPOINT_PATTERN";
 

@@ -338,6 +338,9 @@ fn the_namespace_selector_excludes_system_namespaces_and_honours_the_opt_out() {
     for ns in ["kube-system", "knative-serving", own.as_str()] {
         assert!(excluded.contains(ns), "{ns} must be excluded");
     }
+    // The drift report calls a KService there `excluded` by the same list.
+    let reported = ksvc_webhook::admission::drift::EXCLUDED_NAMESPACES;
+    assert_eq!(excluded, reported.into_iter().collect());
     let opt_out = by_key(keys::LABEL_NAMESPACE_INJECT);
     assert_eq!(
         opt_out.operator, "NotIn",

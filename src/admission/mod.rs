@@ -8,6 +8,7 @@
 
 pub mod decide;
 pub mod decision;
+pub mod drift;
 pub mod guard;
 pub mod ksvc;
 pub mod mutate;

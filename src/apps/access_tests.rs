@@ -92,6 +92,7 @@ fn record(ns: &str, name: &str) -> AppRecord {
             url: None,
             substate: None,
         },
+        drift: Default::default(),
     }
 }
 

@@ -16,6 +16,7 @@ fn record(name: &str, phase: Phase, message: &str, replicas: Option<i32>) -> App
             url: Some(format!("http://{name}.apps.example.com")),
             substate: None,
         },
+        drift: Default::default(),
     }
 }
 

@@ -272,7 +272,7 @@ fn shown<R: std::borrow::Borrow<Revision>>(ksvc: &KService, revs: &[R], now: Tim
 /// One change a watch reports.
 enum Change {
     /// An app is new, or its state changed.
-    Status(Shown),
+    Status(Box<Shown>),
     /// An app is gone.
     Deleted(AppKey),
 }
@@ -357,7 +357,7 @@ where
             .is_none_or(|before| !before.same_state(&app.record.status))
         {
             seen.insert(key, app.record.status.clone());
-            changes.push(Change::Status(app));
+            changes.push(Change::Status(Box::new(app)));
         }
     }
     changes

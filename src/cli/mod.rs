@@ -7,6 +7,7 @@ mod app_watch;
 pub mod certs;
 pub mod check;
 mod check_eval;
+pub mod drift;
 mod help;
 pub mod inputs;
 pub mod jsonpath;
@@ -20,6 +21,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use app::AppArgs;
 use certs::CertsArgs;
+use drift::DriftArgs;
 use inputs::InputArgs;
 use offline::{MutateArgs, NameArgs, ReviewArgs, ShaArgs};
 use serve::ServeArgs;
@@ -36,6 +38,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(*args),
         Command::Certs(args) => certs::run(args),
         Command::Check(args) => check::run(*args),
+        Command::Drift(args) => drift::run(*args),
         Command::Completion(args) => completion(&args),
     }
 }
@@ -168,6 +171,9 @@ pub enum Command {
     Certs(CertsArgs),
     /// Check that the install in the kubeconfig's cluster is healthy: a ✓ or × line per check.
     Check(Box<check::CheckArgs>),
+    /// Report which KServices admission would change today, and why (exit 1 when any has
+    /// drifted), from a cluster or a file.
+    Drift(Box<DriftArgs>),
     /// Print a shell completion script (bash, zsh or fish).
     #[command(after_help = help::COMPLETION)]
     Completion(CompletionArgs),

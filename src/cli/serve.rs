@@ -116,7 +116,7 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     // One election for the replica, whichever parts follow it (the loop's writes, the
     // certificates' rotation and publication); it connects in the background too.
     let mut election = Election::new(&args.lease);
-    let mut watch = watch::spawn(&args.watch, &args.client, &election);
+    let mut watch = watch::spawn(&args.watch, &args.client, &election, server.policy());
     if !args.watch.no_watch || args.certs.self_managed_certs == Some(true) {
         election.start(&args.client, watch.metrics.error_counter("lease"));
     }

@@ -1,8 +1,9 @@
 //! The controller shell: kube-runtime watchers and reflector stores for Services and Revisions, and
 //! a level-triggered reconcile of every app they touch.
 //!
-//! Every replica keeps the stores and the status hub current; only the leader runs the plan's
-//! writes and records Events. The select loop never waits on the API: it computes and publishes
+//! Every replica keeps the stores, the status hub and the drift report current (the drift report
+//! also follows the namespaces' opt-out label and the admission policy, checked every second for
+//! a catalogue reload); only the leader runs the plan's writes and records Events. The select loop never waits on the API: it computes and publishes
 //! status at once and hands writes to [`super::inflight`], which runs them off the loop and
 //! returns their outcomes. A broken watch resumes from its last resourceVersion (kube-runtime's
 //! watcher, with backoff); a failed write is retried with backoff; a periodic resync and every
@@ -14,23 +15,28 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::cache::{Cache, Evaluation, service_key};
+use super::drift::DriftIndex;
 use super::hub::{AppKey, Change, Hub};
 use super::inflight::{Done, Writes};
 use super::metrics::Metrics;
 use super::owners::ServiceStore;
 use super::view::{KService, Revision};
 use super::writes::{Job, Transition, Writer};
+use crate::admission::Policy;
 use crate::cluster::call::Backoff;
+use crate::keys;
 use crate::report::error_chain;
 
 /// Server-side timeout of each watch request; the client's read timeout must exceed it.
@@ -64,6 +70,8 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Set to the loop's Service store when the loop starts; the revision guard reads it.
     pub services: ServiceStore,
+    /// The admission policy the drift report evaluates under (swapped by a catalogue reload).
+    pub policy: Arc<ArcSwap<Policy>>,
 }
 
 fn scoped<K>(client: Client, ns: Option<&str>) -> Api<K>
@@ -78,6 +86,9 @@ where
 
 struct State {
     cache: Cache,
+    drift: DriftIndex,
+    /// Every app is dirty for a full drift evaluation (a list, a resync, a new policy).
+    full: bool,
     dirty: BTreeSet<AppKey>,
     /// When a failed app is tried again.
     retry_at: BTreeMap<AppKey, Instant>,
@@ -102,6 +113,13 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     // Set once: a loop runs once per process.
     let _ = shared.services.set(services.clone());
     let cfg = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
+    // Only the namespaces' labels are read: the opt-out of the webhook's namespaceSelector.
+    let ns_cfg = match ns {
+        Some(ns) => cfg.clone().fields(&format!("metadata.name={ns}")),
+        None => cfg.clone(),
+    };
+    let ns_api = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
+    let mut ns_events = pin!(watcher(ns_api, ns_cfg).default_backoff());
     let svc_api = scoped::<KService>(client.clone(), ns);
     let rev_api = scoped::<Revision>(client.clone(), ns);
     let mut svc_events = pin!(reflector::reflector(
@@ -123,6 +141,8 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let mut writes = Writes::new(writer, shared.leader.clone(), opts.write_concurrency);
     let mut st = State {
         cache: Cache::new(services, revisions),
+        drift: DriftIndex::new(shared.policy.load_full()),
+        full: false,
         dirty: BTreeSet::new(),
         retry_at: BTreeMap::new(),
         attempts: BTreeMap::new(),
@@ -134,6 +154,8 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let mut leader_alive = true;
     let mut resync = tokio::time::interval(opts.resync_every);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut policy_check = tokio::time::interval(POLICY_CHECK);
+    policy_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let next_retry = st.retry_at.values().min().copied();
         tokio::select! {
@@ -147,8 +169,23 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
                 Some(Err(error)) => watch_error(&shared.metrics, "revisions", &error),
                 None => return,
             },
+            ev = ns_events.next() => match ev {
+                Some(Ok(ev)) => on_namespace(&mut st, ev),
+                Some(Err(error)) => watch_error(&shared.metrics, "namespaces", &error),
+                None => return,
+            },
             done = writes.next_done() => on_done(&mut st, &shared.metrics, &opts.backoff, done),
-            _ = resync.tick() => st.dirty.extend(st.all_keys()),
+            _ = resync.tick() => {
+                st.dirty.extend(st.all_keys());
+                st.full = true;
+            }
+            _ = policy_check.tick() => {
+                if st.drift.set_policy(shared.policy.load_full()) {
+                    tracing::info!("admission policy changed; evaluating every KService's drift again");
+                    st.dirty.extend(st.all_keys());
+                    st.full = true;
+                }
+            }
             changed = leader.changed(), if leader_alive => match changed {
                 Ok(()) if *leader.borrow() => st.dirty.extend(st.all_keys()),
                 Ok(()) => {}
@@ -177,8 +214,19 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
             tracing::info!(apps = st.cache.services.len(), "app cache synced");
         }
         shared.metrics.refresh_apps(&shared.hub);
+        shared.metrics.refresh_drift(&st.drift);
+        if std::mem::take(&mut st.full) {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            shared
+                .metrics
+                .drift_evaluated
+                .set(now.map_or(0.0, |d| d.as_secs_f64()));
+        }
     }
 }
+
+/// How often the loop looks for a new admission policy (a pointer comparison).
+const POLICY_CHECK: Duration = Duration::from_secs(1);
 
 /// After a complete (re)list: forget deleted apps and look at everything again. Returns whether
 /// this is the first complete list.
@@ -189,7 +237,9 @@ fn after_list(st: &mut State, shared: &Shared) -> bool {
     }
     let live = st.all_keys();
     shared.hub.retain(&live);
+    st.drift.retain(&live);
     st.dirty.extend(live);
+    st.full = true;
     st.relisted = false;
     first
 }
@@ -203,6 +253,7 @@ fn reconcile_dirty(st: &mut State, shared: &Shared, writes: &mut Writes) {
             tracing::debug_span!("reconcile", ns = %key.namespace, name = %key.name, leading);
         let _entered = span.enter();
         let started = std::time::Instant::now();
+        st.drift.update(&key, st.cache.service(&key).as_deref());
         let job = reconcile(st, shared, &key, leading);
         shared
             .metrics
@@ -258,6 +309,7 @@ fn on_service(st: &mut State, writes: &mut Writes, hub: &Hub, ev: watcher::Event
             st.retry_at.remove(&key);
             st.attempts.remove(&key);
             writes.forget(&key);
+            st.drift.remove(&key);
             hub.remove(&key);
         }
         watcher::Event::Init => {}
@@ -265,6 +317,22 @@ fn on_service(st: &mut State, writes: &mut Writes, hub: &Hub, ev: watcher::Event
             st.relisted = st.services_listed;
             st.services_listed = true;
         }
+    }
+}
+
+/// A namespace's opt-out label changed: its apps' drift is stale.
+fn on_namespace(st: &mut State, ev: watcher::Event<PartialObjectMeta<Namespace>>) {
+    let (ns, label) = match &ev {
+        watcher::Event::Apply(ns) | watcher::Event::InitApply(ns) => (
+            ns.name_any(),
+            ns.labels().get(keys::LABEL_NAMESPACE_INJECT).cloned(),
+        ),
+        watcher::Event::Delete(ns) => (ns.name_any(), None),
+        watcher::Event::Init | watcher::Event::InitDone => return,
+    };
+    if st.drift.set_namespace(&ns, label.as_deref()) {
+        let stale = st.all_keys().into_iter().filter(|k| k.namespace == ns);
+        st.dirty.extend(stale);
     }
 }
 
@@ -295,9 +363,10 @@ fn reconcile(st: &State, shared: &Shared, key: &AppKey, leading: bool) -> Option
     let Evaluation {
         ksvc,
         plan: planned,
-        record,
+        mut record,
         ..
     } = eval;
+    record.drift = st.drift.get(key).map(Into::into).unwrap_or_default();
     let change = shared.hub.upsert(record);
     if !leading {
         return None;

@@ -12,6 +12,7 @@ use tokio::sync::Notify;
 
 use super::status::{AppStatus, Phase};
 use super::view::KService;
+use crate::admission::drift::{Drift, Finding};
 use crate::keys;
 
 /// The queue length of one watch subscriber.
@@ -33,10 +34,34 @@ pub struct AppRecord {
     pub domain: Option<String>,
     pub app_name: Option<String>,
     pub status: AppStatus,
+    /// What admission would change in the stored KService today.
+    #[serde(flatten)]
+    pub drift: AppDrift,
+}
+
+/// An app's drift report as `/apps` serves it: `drift: [{reason, detail}]` and
+/// `drift_new_revision`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppDrift {
+    /// Each reason admission would change the stored KService for; empty when it is in step.
+    #[serde(default)]
+    pub drift: Vec<Finding>,
+    /// Converging it would change `spec.template`: a new Revision and new pods.
+    #[serde(default)]
+    pub drift_new_revision: bool,
+}
+
+impl From<&Drift> for AppDrift {
+    fn from(d: &Drift) -> Self {
+        Self {
+            drift: d.findings.clone(),
+            drift_new_revision: d.new_revision,
+        }
+    }
 }
 
 impl AppRecord {
-    /// The record served for a Service in this status.
+    /// The record served for a Service in this status (its drift not yet evaluated).
     pub fn of(ksvc: &KService, status: AppStatus) -> Self {
         let label = |k: &str| ksvc.label(k).map(str::to_owned);
         Self {
@@ -46,6 +71,7 @@ impl AppRecord {
             domain: label(keys::LABEL_DOMAIN),
             app_name: label(keys::LABEL_APP_NAME),
             status,
+            drift: AppDrift::default(),
         }
     }
 

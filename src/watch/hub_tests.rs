@@ -18,6 +18,7 @@ pub(crate) fn record(ns: &str, name: &str, phase: Phase, time: &str) -> AppRecor
             url: None,
             substate: None,
         },
+        drift: Default::default(),
     }
 }
 

@@ -1,8 +1,11 @@
 //! The watch loop's Prometheus metrics: whether the app cache has synced, apps by status,
-//! reconciles, errors, writes in flight and the time of reconciles and of writes.
+//! reconciles, errors, writes in flight, the time of reconciles and of writes, and the drift
+//! report's apps by reason and time of its last full evaluation.
 //!
 //! Created once, cloned into the loop (metrics are shared handles), registered by the server with
 //! [`Metrics::register`]. Must never block or do I/O.
+
+use std::sync::atomic::AtomicU64;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -10,7 +13,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::drift::DriftIndex;
 use super::hub::Hub;
+use crate::admission::drift::Reason;
 
 type Labels = Vec<(&'static str, &'static str)>;
 
@@ -34,6 +39,12 @@ pub struct Metrics {
     pub writes_in_flight: Gauge,
     /// `ksvc_webhook_watch_write_duration_seconds`: one app's writes, from getting a write slot.
     pub write_duration: Histogram,
+    /// `ksvc_webhook_drift_apps{reason}`: KServices in this replica's cache with each drift
+    /// reason (one KService may count under several).
+    pub drift_apps: Family<Labels, Gauge>,
+    /// `ksvc_webhook_drift_last_evaluation_timestamp_seconds`: when every cached KService was
+    /// last evaluated against the current policy (0 before the first time).
+    pub drift_evaluated: Gauge<f64, AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -47,13 +58,33 @@ impl Default for Metrics {
             writes: Family::default(),
             writes_in_flight: Gauge::default(),
             write_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            drift_apps: Family::default(),
+            drift_evaluated: Gauge::default(),
         }
     }
 }
 
 impl Metrics {
-    /// Register every metric under the `ksvc_webhook_watch` prefix.
+    /// Register every metric: the loop's under the `ksvc_webhook_watch` prefix, the drift
+    /// report's under `ksvc_webhook_drift`.
     pub fn register(&self, registry: &mut Registry) {
+        let drift = registry.sub_registry_with_prefix("ksvc_webhook_drift");
+        drift.register(
+            "apps",
+            "KServices in this replica's cache that admission would change, or refuse, or does not serve, by reason",
+            self.drift_apps.clone(),
+        );
+        // Every reason exists from the first scrape on.
+        for reason in Reason::ALL {
+            self.drift_apps
+                .get_or_create(&vec![("reason", reason.as_str())])
+                .inc_by(0);
+        }
+        drift.register(
+            "last_evaluation_timestamp_seconds",
+            "When every cached KService was last evaluated against the current admission policy",
+            self.drift_evaluated.clone(),
+        );
         let r = registry.sub_registry_with_prefix("ksvc_webhook_watch");
         r.register(
             "synced",
@@ -119,6 +150,15 @@ impl Metrics {
         self.writes.get_or_create(&vec![("action", action)]).inc();
     }
 
+    /// Set the per-reason drift gauges from the index.
+    pub fn refresh_drift(&self, index: &DriftIndex) {
+        for (reason, count) in index.counts() {
+            self.drift_apps
+                .get_or_create(&vec![("reason", reason.as_str())])
+                .set(*count);
+        }
+    }
+
     /// Set the per-phase gauges from the hub.
     pub fn refresh_apps(&self, hub: &Hub) {
         for (phase, count) in hub.count_by_phase() {
@@ -155,6 +195,7 @@ mod tests {
                 url: None,
                 substate: None,
             },
+            drift: Default::default(),
         });
         metrics.refresh_apps(&hub);
         metrics.reconciles.inc();
@@ -178,6 +219,17 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("ksvc_webhook_watch_synced 0"), "{text}");
+        for reason in Reason::ALL {
+            let zero = format!(
+                "ksvc_webhook_drift_apps{{reason=\"{}\"}} 0",
+                reason.as_str()
+            );
+            assert!(text.contains(&zero), "{text}");
+        }
+        assert!(
+            text.contains("ksvc_webhook_drift_last_evaluation_timestamp_seconds 0.0"),
+            "{text}"
+        );
         metrics.synced.set(1);
         metrics.writes_in_flight.inc();
         let mut text = String::new();

@@ -1,5 +1,5 @@
-//! The watch loop: watches Knative Services and Revisions, serves every app's status from a local
-//! cache, and — on the elected leader only — finishes stopping apps (the stop edits if the webhook
+//! The watch loop: watches Knative Services and Revisions, serves every app's status and drift
+//! report ([`drift`]) from a local cache, and — on the elected leader only — finishes stopping apps (the stop edits if the webhook
 //! was bypassed, then teardown of the old revisions once traffic has left them).
 //!
 //! Shape: observed objects (reflector stores) → pure [`status::status_for`] / [`plan::plan`] →
@@ -10,6 +10,7 @@
 pub mod args;
 pub mod cache;
 pub mod controller;
+pub mod drift;
 pub mod edit;
 pub mod hub;
 pub mod inflight;
@@ -24,9 +25,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::admission::Policy;
 use crate::admission::guard::OwnerView;
 use crate::cluster::call::Backoff;
 use crate::cluster::client::{self, ClientArgs};
@@ -47,6 +50,9 @@ pub const API_CALLS: &[ApiCall] = &[
     ApiCall::new("serving.knative.dev", "revisions", "list"),
     ApiCall::new("serving.knative.dev", "revisions", "watch"),
     ApiCall::new("serving.knative.dev", "revisions", "delete"),
+    // The namespaces' opt-out label, for the drift report.
+    ApiCall::new("", "namespaces", "list"),
+    ApiCall::new("", "namespaces", "watch"),
     ApiCall::new("events.k8s.io", "events", "create"),
 ];
 
@@ -99,8 +105,14 @@ impl WatchHandle {
     }
 }
 
-/// Start the loop in the background and return at once. Must be called inside a Tokio runtime.
-pub fn spawn(args: &WatchArgs, client: &ClientArgs, election: &Election) -> WatchHandle {
+/// Start the loop in the background and return at once; its drift report follows `policy`.
+/// Must be called inside a Tokio runtime.
+pub fn spawn(
+    args: &WatchArgs,
+    client: &ClientArgs,
+    election: &Election,
+    policy: Arc<ArcSwap<Policy>>,
+) -> WatchHandle {
     let (stop, stopped) = watch::channel(false);
     let mut handle = WatchHandle {
         hub: Hub::new(),
@@ -124,6 +136,7 @@ pub fn spawn(args: &WatchArgs, client: &ClientArgs, election: &Election) -> Watc
         leader: handle.leader.clone(),
         metrics: handle.metrics.clone(),
         services: handle.services.clone(),
+        policy,
     };
     let identity = election.identity().to_owned();
     handle.task = Some(tokio::spawn(run(

@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -76,13 +77,69 @@ pub struct ServiceSpec {
     pub template: Template,
 }
 
-/// A Knative `Service` (`serving.knative.dev/v1`), as cached.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+/// A Knative `Service` (`serving.knative.dev/v1`), as cached: the fields the loop reads, and
+/// the object as admission reads it, for the drift report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KService {
     pub metadata: ObjectMeta,
     pub spec: ServiceSpec,
     pub status: ServiceStatus,
+    #[serde(skip)]
+    pub stored: Stored,
+}
+
+impl<'de> Deserialize<'de> for KService {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Default, Deserialize)]
+        #[serde(default)]
+        struct Fields {
+            metadata: ObjectMeta,
+            spec: ServiceSpec,
+            status: ServiceStatus,
+        }
+        let value = serde_json::Value::deserialize(d)?;
+        let fields = Fields::deserialize(&value).map_err(serde::de::Error::custom)?;
+        Ok(Self {
+            metadata: fields.metadata,
+            spec: fields.spec,
+            status: fields.status,
+            stored: Stored::of(value),
+        })
+    }
+}
+
+/// A stored Service as admission reads it: its JSON text without what admission never reads
+/// and what changes while the object's spec and metadata do not (`status`, `managedFields`,
+/// `resourceVersion`, kubectl's last-applied configuration), so the text stays small and two
+/// equal texts mean an unchanged object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored(Arc<str>);
+
+impl Default for Stored {
+    fn default() -> Self {
+        Self(Arc::from("{}"))
+    }
+}
+
+impl Stored {
+    fn of(mut value: serde_json::Value) -> Self {
+        if let Some(object) = value.as_object_mut() {
+            object.remove("status");
+        }
+        if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("managedFields");
+            meta.remove("resourceVersion");
+            if let Some(annotations) = meta.get_mut("annotations").and_then(|a| a.as_object_mut()) {
+                annotations.remove(keys::ANNOTATION_LAST_APPLIED);
+            }
+        }
+        Self(Arc::from(value.to_string()))
+    }
+
+    /// The JSON text.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
 }
 
 /// The parts of a Revision's `status` the loop reads.

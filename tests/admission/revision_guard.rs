@@ -80,7 +80,7 @@ async fn cluster() -> Cluster {
         watch_buffer: 16,
         write_concurrency: std::num::NonZeroUsize::MIN,
     };
-    let watch = ksvc_webhook::watch::spawn(&args, &client, &election);
+    let watch = ksvc_webhook::watch::spawn(&args, &client, &election, Default::default());
     let view = watch.revision_owners();
     let mut policy = None;
     let server = harness::start(

@@ -351,6 +351,7 @@ async fn serve_wires_the_guard_by_default_and_drops_it_with_status_auth_false() 
         &guarded.watch,
         &guarded.client,
         &ksvc_webhook::cluster::election::Election::new(&guarded.lease),
+        Default::default(),
     );
     handle
         .synced

@@ -29,6 +29,7 @@ fn record(ns: &str, name: &str, project: &str, phase: Phase) -> AppRecord {
             url: None,
             substate: None,
         },
+        drift: Default::default(),
     }
 }
 

@@ -299,7 +299,7 @@ async fn spawn_connects_syncs_and_leads() {
     let dir = tempfile::tempdir().unwrap();
     let client = client_args(kubeconfig_for(&format!("http://{}", fake.addr), &dir));
     let mut election = election();
-    let handle = ksvc_webhook::watch::spawn(&watch_args(), &client, &election);
+    let handle = ksvc_webhook::watch::spawn(&watch_args(), &client, &election, Default::default());
     election.start(&client, Default::default());
     wait_until("the cache synced", || handle.synced.load(Ordering::Acquire)).await;
     wait_until("this replica leads", || *handle.leader.borrow()).await;
@@ -331,7 +331,8 @@ async fn spawn_returns_at_once_without_a_cluster() {
     // Nothing listens on port 9 of localhost: the loop keeps retrying in the background.
     let dir = tempfile::tempdir().unwrap();
     let client = client_args(kubeconfig_for("http://127.0.0.1:9", &dir));
-    let handle = ksvc_webhook::watch::spawn(&watch_args(), &client, &election());
+    let handle =
+        ksvc_webhook::watch::spawn(&watch_args(), &client, &election(), Default::default());
     tokio::task::yield_now().await;
     assert!(!handle.synced.load(Ordering::Acquire));
     assert!(!*handle.leader.borrow());
@@ -343,6 +344,7 @@ async fn spawn_returns_at_once_without_a_cluster() {
         },
         &client_args("/nonexistent".into()),
         &election(),
+        Default::default(),
     );
     assert!(disabled.task.is_none());
 }

@@ -45,7 +45,7 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
     let server = harness::start(
         |_| {},
         |server| {
-            let handle = ksvc_webhook::watch::spawn(&args, &client, &election);
+            let handle = ksvc_webhook::watch::spawn(&args, &client, &election, server.policy());
             let open = StatusApiArgs {
                 status_auth: false,
                 status_auth_cache_ttl: Duration::from_secs(10),

@@ -59,6 +59,7 @@ impl Loop {
             leader,
             metrics: Metrics::default(),
             services: Default::default(),
+            policy: Default::default(),
         };
         let opts = LoopOptions {
             namespace: None,

@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
+use ksvc_webhook::admission::Policy;
 use ksvc_webhook::cluster::call::Backoff;
 use ksvc_webhook::watch::controller::{self, LoopOptions, Shared};
 use ksvc_webhook::watch::hub::{AppKey, AppRecord, Hub};
@@ -111,6 +113,8 @@ pub struct Replica {
     pub leader_tx: Option<watch::Sender<bool>>,
     pub leader: watch::Receiver<bool>,
     pub metrics: Metrics,
+    /// The admission policy its drift report follows; store another to reload it.
+    pub policy: Arc<ArcSwap<Policy>>,
     pub task: tokio::task::JoinHandle<()>,
 }
 
@@ -125,6 +129,17 @@ impl Replica {
 
     /// A replica following the given leadership channel.
     pub fn start_with(fake: &FakeApi, identity: &str, leader: watch::Receiver<bool>) -> Self {
+        Self::start_with_policy(fake, identity, leader, Policy::default())
+    }
+
+    /// A replica whose drift report starts with `policy`.
+    pub fn start_with_policy(
+        fake: &FakeApi,
+        identity: &str,
+        leader: watch::Receiver<bool>,
+        policy: Policy,
+    ) -> Self {
+        let policy = Arc::new(ArcSwap::from_pointee(policy));
         let hub = Hub::new();
         let synced = Arc::new(AtomicBool::new(false));
         let metrics = Metrics::default();
@@ -134,6 +149,7 @@ impl Replica {
             leader: leader.clone(),
             metrics: metrics.clone(),
             services: Default::default(),
+            policy: policy.clone(),
         };
         let opts = LoopOptions {
             namespace: None,
@@ -156,6 +172,7 @@ impl Replica {
             leader_tx: None,
             leader,
             metrics,
+            policy,
             task,
         }
     }

@@ -33,6 +33,7 @@ pub fn record(ns: &str, name: &str) -> AppRecord {
             url: None,
             substate: None,
         },
+        drift: Default::default(),
     }
 }
 

@@ -36,6 +36,7 @@ fn assert_calls_declared(fake: &FakeApi) {
             "services" | "revisions" => "serving.knative.dev",
             "leases" => "coordination.k8s.io",
             "events" => "events.k8s.io",
+            "namespaces" => "",
             other => panic!("unexpected resource {other}"),
         };
         let verb = match (&r.method, &r.name) {

@@ -6,4 +6,6 @@
 #[cfg(test)]
 mod controller;
 #[cfg(test)]
+mod drift;
+#[cfg(test)]
 mod writes;

@@ -76,6 +76,7 @@ fn transition(name: &str, previous: Phase, phase: Phase) -> Transition {
                 url: None,
                 substate: None,
             },
+            drift: Default::default(),
         }),
     }
 }

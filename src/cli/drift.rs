@@ -1,0 +1,365 @@
+//! `ksvc-webhook drift`: which KServices admission would change today, and why — the report the
+//! watch loop keeps on `/apps`, computed here from a cluster with the user's own kubeconfig
+//! (`-n NS` or `-A`) or from a file (`-f`, e.g. the output of `kubectl get ksvc -A -o yaml`).
+//!
+//! Thin: each KService is read as the loop's cache reads it (`watch::view`) and judged by
+//! `admission::drift`. One that cannot be read is a row of its own, never the end of the report.
+//! Exit codes follow `kubectl diff`: 0 when nothing has drifted, 1 when something has, 2 on an
+//! error (the report is still printed for every KService that could be read). Never writes to
+//! the cluster; its reads (services list, namespaces list) use the user's credentials, so they
+//! are in no `API_CALLS`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DynamicObject, ListParams, PartialObjectMeta};
+
+use kube::{Client, ResourceExt};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::policy::PolicyArgs;
+use crate::admission::Policy;
+use crate::admission::drift::{self, Finding};
+use crate::cluster::call;
+use crate::cluster::client::{self, ClientArgs};
+use crate::keys;
+use crate::manifest_text;
+use crate::report::error_chain;
+use crate::watch::view::KService;
+use crate::watch::writes::knative;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The end of a command that has printed all it had to say: only its exit status is left
+/// (`main` exits with it and prints nothing more).
+#[derive(Debug, thiserror::Error)]
+#[error("exit status {0}")]
+pub struct Exit(pub u8);
+
+/// Run `drift`: print the report, then end with its exit status.
+pub fn run(args: DriftArgs) -> anyhow::Result<()> {
+    let code = match report(&args, &mut std::io::stdout().lock()) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {}", error_chain(err.as_ref()));
+            2
+        }
+    };
+    match code {
+        0 => Ok(()),
+        code => Err(Exit(code).into()),
+    }
+}
+
+/// Print the report of `args` to `out`; returns the exit status.
+fn report(args: &DriftArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let policy = args
+        .policy
+        .policy()
+        .context("invalid admission policy flags")?;
+    let input = match &args.file {
+        Some(path) => from_file(path, args.namespace.as_deref())?,
+        None => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(from_cluster(args))?,
+    };
+    let mut rows: Vec<Row> = input
+        .services
+        .into_iter()
+        .map(|s| row(s, &input.namespaces, &policy))
+        .collect();
+    rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    print(&rows, args.output, out)?;
+    let code = match (
+        rows.iter().any(|r| r.error.is_some()),
+        rows.iter().any(|r| r.drifted),
+    ) {
+        (true, _) => 2,
+        (false, true) => 1,
+        (false, false) => 0,
+    };
+    Ok(code)
+}
+
+/// The KServices to judge, and the opt-out label of each namespace known to have one.
+struct Input {
+    services: Vec<Value>,
+    namespaces: BTreeMap<String, String>,
+}
+
+/// The KServices (a `List`'s items included) and Namespaces of a file; those in `namespace`
+/// only, when given (an object without a namespace is in `default`).
+fn from_file(path: &Path, namespace: Option<&str>) -> anyhow::Result<Input> {
+    let bytes = match path == Path::new("-") {
+        true => {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
+                .context("cannot read standard input")?;
+            bytes
+        }
+        false => std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?,
+    };
+    let docs =
+        manifest_text::parse(&bytes).with_context(|| format!("cannot parse {}", path.display()))?;
+    let mut items = Vec::new();
+    for doc in docs.items {
+        match doc.get("kind").and_then(Value::as_str) {
+            Some("List") => items.extend(
+                doc.get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+            _ => items.push(doc),
+        }
+    }
+    let mut input = Input {
+        services: Vec::new(),
+        namespaces: BTreeMap::new(),
+    };
+    for mut item in items {
+        if item.get("kind").and_then(Value::as_str) == Some("Namespace") {
+            let name = item.pointer("/metadata/name").and_then(Value::as_str);
+            let label = item
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(keys::LABEL_NAMESPACE_INJECT))
+                .and_then(Value::as_str);
+            if let (Some(name), Some(label)) = (name, label) {
+                input.namespaces.insert(name.to_owned(), label.to_owned());
+            }
+        } else if manifest_text::is_kservice(&item) {
+            if let Some(meta) = item.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.entry("namespace").or_insert_with(|| "default".into());
+            }
+            let ns = item.pointer("/metadata/namespace").and_then(Value::as_str);
+            if namespace.is_none_or(|want| ns == Some(want)) {
+                input.services.push(item);
+            }
+        }
+    }
+    Ok(input)
+}
+
+/// The KServices of the namespace the flags name (`-A`: all), with the user's credentials.
+async fn from_cluster(args: &DriftArgs) -> anyhow::Result<Input> {
+    let (client, _server) = client::client(&args.cluster, None).await?;
+    let namespace = match (args.all_namespaces, &args.namespace) {
+        (true, _) => None,
+        (false, Some(ns)) => Some(ns.clone()),
+        (false, None) => Some(client.default_namespace().to_owned()),
+    };
+    let resource = knative("Service", "services");
+    let api: Api<DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let list = call::timed("list KServices", TIMEOUT, api.list(&ListParams::default())).await?;
+    let services = list
+        .items
+        .into_iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    let namespaces = match namespace_labels(client, namespace.as_deref()).await {
+        Ok(labels) => labels,
+        Err(err) => {
+            eprintln!(
+                "warning: cannot list namespaces ({}); a namespace's {} label is not seen, only \
+                 the system namespaces are reported excluded",
+                error_chain(err.as_ref()),
+                keys::LABEL_NAMESPACE_INJECT
+            );
+            BTreeMap::new()
+        }
+    };
+    Ok(Input {
+        services,
+        namespaces,
+    })
+}
+
+/// The opt-out label of the namespaces (the one named, or all) that have one.
+async fn namespace_labels(
+    client: Client,
+    namespace: Option<&str>,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let api = Api::<PartialObjectMeta<Namespace>>::all(client);
+    let params = match namespace {
+        Some(ns) => ListParams::default().fields(&format!("metadata.name={ns}")),
+        None => ListParams::default(),
+    };
+    let list = call::timed("list namespaces", TIMEOUT, api.list_metadata(&params)).await?;
+    Ok(list
+        .items
+        .iter()
+        .filter_map(|ns| {
+            let label = ns.labels().get(keys::LABEL_NAMESPACE_INJECT)?;
+            Some((ns.name_any(), label.clone()))
+        })
+        .collect())
+}
+
+/// One KService's line of the report.
+#[derive(Debug, Serialize)]
+struct Row {
+    namespace: String,
+    name: String,
+    /// Every reason, with its detail.
+    drift: Vec<Finding>,
+    /// Converging it changes `spec.template`: a new Revision and new pods.
+    new_revision: bool,
+    /// Why it could not be judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip)]
+    drifted: bool,
+}
+
+/// Judge one KService.
+fn row(service: Value, namespaces: &BTreeMap<String, String>, policy: &Policy) -> Row {
+    let text = |pointer: &str| {
+        service
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+            .to_owned()
+    };
+    let mut row = Row {
+        namespace: text("/metadata/namespace"),
+        name: text("/metadata/name"),
+        drift: Vec::new(),
+        new_revision: false,
+        error: None,
+        drifted: false,
+    };
+    let judged = serde_json::from_value::<KService>(service)
+        .map_err(|e| format!("cannot be read as a KService: {e}"))
+        .and_then(|ksvc| {
+            let inject = namespaces.get(ksvc.namespace()).map(String::as_str);
+            drift::drift(ksvc.stored.text(), inject, policy).map_err(|e| e.to_string())
+        });
+    match judged {
+        Ok(found) => {
+            row.drifted = found.drifted();
+            row.new_revision = found.new_revision;
+            row.drift = found.findings;
+        }
+        Err(error) => row.error = Some(error),
+    }
+    row
+}
+
+/// Print the rows in `output`.
+fn print(rows: &[Row], output: DriftOutput, out: &mut dyn Write) -> anyhow::Result<()> {
+    match output {
+        DriftOutput::Json => writeln!(out, "{}", serde_json::to_string_pretty(rows)?)?,
+        DriftOutput::Yaml => write!(out, "{}", serde_saphyr::to_string(&rows)?)?,
+        DriftOutput::Table => {
+            let cells: Vec<[String; 4]> = rows.iter().map(cells).collect();
+            let header = ["NAMESPACE", "NAME", "REASONS", "NEW-REVISION"].map(str::to_owned);
+            let mut widths = header.clone().map(|h| h.len());
+            for line in &cells {
+                for (width, cell) in widths.iter_mut().zip(line) {
+                    *width = (*width).max(cell.chars().count());
+                }
+            }
+            writeln!(out, "{}", aligned(&header, &widths))?;
+            for (line, row) in cells.iter().zip(rows) {
+                writeln!(out, "{}", aligned(line, &widths))?;
+                if let Some(error) = &row.error {
+                    writeln!(out, "  {error}")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn cells(row: &Row) -> [String; 4] {
+    let reasons: Vec<&str> = row.drift.iter().map(|f| f.reason.as_str()).collect();
+    let (reasons, new_revision) = match (&row.error, reasons.is_empty()) {
+        (Some(_), _) => ("error".to_owned(), "-"),
+        (None, true) => ("-".to_owned(), "no"),
+        (None, false) => (
+            reasons.join(","),
+            if row.new_revision { "yes" } else { "no" },
+        ),
+    };
+    [
+        row.namespace.clone(),
+        row.name.clone(),
+        reasons,
+        new_revision.to_owned(),
+    ]
+}
+
+/// Cells padded to `widths`, three spaces apart, as kubectl aligns its columns.
+fn aligned(cells: &[String; 4], widths: &[usize; 4]) -> String {
+    let mut line = String::new();
+    for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+        match i + 1 == cells.len() {
+            true => line.push_str(cell),
+            false => line.push_str(&format!("{cell:<width$}   ")),
+        }
+    }
+    line
+}
+
+/// The output format of `drift`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum DriftOutput {
+    /// `NAMESPACE  NAME  REASONS  NEW-REVISION`, one KService a line.
+    #[default]
+    Table,
+    /// A JSON list: each KService's namespace, name, `drift: [{reason, detail}]`, `new_revision`
+    /// (and `error` when it could not be judged).
+    Json,
+    /// The same list as YAML.
+    Yaml,
+}
+
+/// Arguments of `drift`.
+#[derive(Debug, Clone, Args)]
+pub struct DriftArgs {
+    /// Judge the KServices in this file (`-` for standard input) instead of a cluster: JSON or
+    /// (multi-document) YAML, `List` items included, e.g. `kubectl get ksvc -A -o yaml`;
+    /// Namespace objects in it give their opt-out label.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE|-",
+        env = "KSVC_WEBHOOK_DRIFT_FILE"
+    )]
+    pub file: Option<PathBuf>,
+    /// Only this namespace; default: the kubeconfig context's namespace (with `-f`: the whole
+    /// file).
+    #[arg(short = 'n', long, env = "KSVC_WEBHOOK_DRIFT_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Every namespace of the cluster.
+    #[arg(
+        short = 'A',
+        long,
+        env = "KSVC_WEBHOOK_DRIFT_ALL_NAMESPACES",
+        conflicts_with_all = ["namespace", "file"]
+    )]
+    pub all_namespaces: bool,
+    #[command(flatten)]
+    pub cluster: ClientArgs,
+    /// Output format: `table`, `json` or `yaml` (with each reason's detail).
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        default_value_t,
+        env = "KSVC_WEBHOOK_DRIFT_OUTPUT"
+    )]
+    pub output: DriftOutput,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
