@@ -173,6 +173,7 @@ pub enum Command {
     Check(Box<check::CheckArgs>),
     /// Report which KServices admission would change today, and why (exit 1 when any has
     /// drifted), from a cluster or a file.
+    #[command(after_help = help::DRIFT)]
     Drift(Box<DriftArgs>),
     /// Print a shell completion script (bash, zsh or fish).
     #[command(after_help = help::COMPLETION)]
