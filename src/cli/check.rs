@@ -133,6 +133,7 @@ async fn checks(client: &Client, as_sa: &Client, server: &str, args: &CheckArgs)
         Fetched::Failed(why) => Fetched::Failed(why),
     };
     let access = access(as_sa, server, args).await;
+    let status_api = status_api(client, &install).await;
     vec![
         eval::knative_crd(&crd),
         eval::webhook_config(
@@ -158,7 +159,26 @@ async fn checks(client: &Client, as_sa: &Client, server: &str, args: &CheckArgs)
         eval::rbac(&args.reviewed_user(), &access),
         eval::catalogue(&sidecars, ns, &args.sidecars_configmap),
         eval::opted_out(&namespaces),
+        eval::status_api(&status_api, &install),
     ]
+}
+
+/// `GET /apps` on the server through the API server's service proxy (the caller's credentials
+/// reach the API server, not the status API, so a 401 is the expected answer where it asks for a
+/// token).
+async fn status_api(client: &Client, install: &Install<'_>) -> eval::ProxyAnswer {
+    let path = format!(
+        "/api/v1/namespaces/{}/services/https:{}:443/proxy/apps",
+        install.namespace, install.service
+    );
+    let request = axum::http::Request::get(path)
+        .body(kube::client::Body::empty())
+        .map_err(|e| e.to_string())?;
+    match tokio::time::timeout(TIMEOUT, client.send(request)).await {
+        Ok(Ok(response)) => Ok(response.status().as_u16()),
+        Ok(Err(err)) => Err(crate::report::error_chain(&err)),
+        Err(_) => Err(format!("no answer within {}s", TIMEOUT.as_secs())),
+    }
 }
 
 /// One object as JSON, or why not.

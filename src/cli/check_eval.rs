@@ -312,6 +312,41 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
+/// What the status API answered through the API server's service proxy: its HTTP status, or
+/// why no answer came.
+pub type ProxyAnswer = Result<u16, String>;
+
+/// The status API answers: any answer below 500 counts (401 and 403 are its authentication at
+/// work); a server error, or no answer, fails. A 503 (its watch loop not synced yet) is retried by
+/// the client until the deadline, so it shows as no answer.
+pub fn status_api(answer: &ProxyAnswer, install: &Install) -> Outcome {
+    const CHECK: &str = "status-api";
+    let at = format!("Service {}/{}", install.namespace, install.service);
+    let logs = format!(
+        "read the server's log: kubectl -n {} logs deploy/{}",
+        install.namespace, install.service
+    );
+    match answer {
+        Ok(code) if *code >= 500 => Outcome::fail(
+            CHECK,
+            format!("the status API behind {at} answers {code}"),
+            logs,
+        ),
+        Ok(code) => Outcome::pass(
+            CHECK,
+            format!("the status API behind {at} answers ({code})"),
+        ),
+        Err(why) => Outcome::fail(
+            CHECK,
+            format!(
+                "the status API behind {at} does not answer: {why} (a 503 until its watch loop \
+                 has synced is retried until then)"
+            ),
+            format!("{logs}; check the endpoints above, and that you may get services/proxy"),
+        ),
+    }
+}
+
 /// The sidecar catalogue in its ConfigMap loads.
 pub fn catalogue(config_map: &Fetched<Value>, namespace: &str, name: &str) -> Outcome {
     const CHECK: &str = "sidecar-catalogue";

@@ -126,7 +126,7 @@ async fn a_healthy_install_passes_every_check() {
     let ran = run(&fake, &["check"]).await;
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let lines: Vec<&str> = ran.stdout.lines().collect();
-    assert_eq!(lines.len(), 8, "{}", ran.stdout);
+    assert_eq!(lines.len(), 9, "{}", ran.stdout);
     assert!(lines.iter().all(|l| l.starts_with("✓ ")), "{}", ran.stdout);
     let calls: usize = ksvc_webhook::cli::check::SERVER_CALLS
         .iter()
@@ -141,6 +141,7 @@ async fn a_healthy_install_passes_every_check() {
         ),
         "✓ the sidecar catalogue in ConfigMap ksvc-system/ksvc-webhook-sidecars loads (2 templates)",
         "✓ namespaces opted out of the webhook: legacy",
+        "✓ the status API behind Service ksvc-system/ksvc-webhook answers (401)",
     ] {
         assert!(lines.contains(&needle), "{needle}\n{}", ran.stdout);
     }
@@ -149,7 +150,7 @@ async fn a_healthy_install_passes_every_check() {
     assert_eq!(json.code, Some(0));
     let report: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(report["ok"], true);
-    assert_eq!(report["checks"].as_array().unwrap().len(), 8);
+    assert_eq!(report["checks"].as_array().unwrap().len(), 9);
     assert_eq!(report["checks"][0]["check"], "knative-crd");
 }
 
@@ -161,7 +162,7 @@ async fn fails_with(id: &str, breaks: impl FnOnce(&FakeApi), line: &str) {
     assert_eq!(ran.code, Some(1), "{id}: {ran:?}");
     assert_eq!(failures(&ran), [line], "{id}: {}", ran.stdout);
     assert!(
-        ran.stderr.starts_with("error: 1 of 8 checks failed"),
+        ran.stderr.starts_with("error: 1 of 9 checks failed"),
         "{id}: {}",
         ran.stderr
     );
@@ -215,6 +216,16 @@ async fn no_ready_endpoints_fail() {
         "endpoints",
         |fake| fake.put("endpointslices", endpoints(false)),
         "× Service ksvc-system/ksvc-webhook has no ready endpoints",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_api_that_fails_inside_fails_its_check() {
+    fails_with(
+        "status-api",
+        |fake| fake.proxy_answers(500),
+        "× the status API behind Service ksvc-system/ksvc-webhook answers 500",
     )
     .await;
 }

@@ -61,6 +61,9 @@ struct Inner {
     last_fault: Option<std::time::Instant>,
     /// Admission in the write path (issue 13, see admit.rs).
     admission: admit::Admission,
+    /// What the service proxy answers for the webhook's routes (`None`: 401, as the status API
+    /// does to a caller without a token).
+    proxy_status: Option<u16>,
     /// Writes (PUT, DELETE) to these objects are held this long before they are handled.
     write_delays: HashMap<Key, std::time::Duration>,
 }
@@ -90,6 +93,11 @@ impl FakeApi {
             .with_state(fake.clone());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         fake
+    }
+
+    /// Make the service proxy answer `code` for the webhook's routes.
+    pub fn proxy_answers(&self, code: u16) {
+        self.inner.lock().unwrap().proxy_status = Some(code);
     }
 
     /// A client pointed at this server.

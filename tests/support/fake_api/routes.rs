@@ -81,6 +81,13 @@ pub(super) async fn handle(
         return axum::Json(json!({"major": "1", "minor": "35", "gitVersion": "v1.35.0-fake"}))
             .into_response();
     }
+    // The API server's service proxy to the webhook's own routes (`check` asks `/apps`).
+    if uri.path().contains("/proxy/") {
+        let code = fake.inner.lock().unwrap().proxy_status.unwrap_or(401);
+        let body = json!({"error": "answered by the fake's service proxy"});
+        let code = axum::http::StatusCode::from_u16(code).unwrap();
+        return (code, axum::Json(body)).into_response();
+    }
     let Some(path) = parse(&uri) else {
         return status(404, "NotFound", "no such path");
     };
