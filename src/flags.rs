@@ -116,6 +116,27 @@ pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// A DNS-1123 subdomain, such as a route domain: dot-separated DNS-1123 labels, at most 253
+/// characters.
+pub fn parse_dns_subdomain(text: &str) -> Result<String, String> {
+    if text.len() > 253 {
+        return Err(format!(
+            "{text:?} is {} characters long; a DNS-1123 subdomain has at most 253",
+            text.len()
+        ));
+    }
+    for label in text.split('.') {
+        parse_dns_label(label).map_err(|_| {
+            format!(
+                "{text:?} is not a DNS-1123 subdomain: use dot-separated labels of lower-case \
+                 letters, digits and '-', each starting and ending with a letter or digit \
+                 (e.g. apps.example.com)"
+            )
+        })?;
+    }
+    Ok(text.to_owned())
+}
+
 /// Parse a DNS-1123 label, as Kubernetes names a namespace or a Service: at most 63 lower-case
 /// letters, digits and `-`, starting and ending with a letter or digit.
 pub fn parse_dns_label(text: &str) -> Result<String, String> {
@@ -258,6 +279,24 @@ mod tests {
         for bad in ["8443", ":", ":99999", "example.com:80", "1.2.3.4", ""] {
             let err = parse_listen_addr(bad).unwrap_err();
             assert!(err.contains("or :PORT for every interface"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn dns_subdomains_are_checked() {
+        for good in ["example.com", "apps.team-1.example.org", "localhost"] {
+            assert_eq!(parse_dns_subdomain(good).as_deref(), Ok(good), "{good}");
+        }
+        for bad in [
+            "",
+            "not a domain!!",
+            "a..b",
+            ".a",
+            "a.",
+            "Apps.example.com",
+            &"a.".repeat(130),
+        ] {
+            assert!(parse_dns_subdomain(bad).is_err(), "{bad}");
         }
     }
 

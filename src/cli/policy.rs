@@ -23,10 +23,12 @@ pub struct PolicyArgs {
     pub domain_template: String,
     /// The cluster's route domain (Knative's config-domain), used to check host lengths. Not the
     /// app identity's domain (`flyte.org/domain`, `name --domain`).
-    #[arg(long, env = "KSVC_WEBHOOK_ROUTE_DOMAIN", default_value = "example.com")]
+    #[arg(long, env = "KSVC_WEBHOOK_ROUTE_DOMAIN", default_value = "example.com",
+          value_parser = crate::flags::parse_dns_subdomain)]
     pub route_domain: String,
     /// Deprecated spelling of `--route-domain`: it is used, with a warning.
-    #[arg(long = "domain", env = "KSVC_WEBHOOK_DOMAIN", hide = true)]
+    #[arg(long = "domain", env = "KSVC_WEBHOOK_DOMAIN", hide = true,
+          value_parser = crate::flags::parse_dns_subdomain)]
     pub deprecated_domain: Option<String>,
     /// Template of the endpoint suffix of managed apps: `{{ project }}` and `{{ domain }}` are
     /// replaced by the lower-cased identity labels.

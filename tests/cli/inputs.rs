@@ -86,6 +86,12 @@ fn values_that_cannot_work_are_refused_with_the_form_expected() {
             2,
             "invalid value 'team x' for '--namespace <NAMESPACE>'",
         ),
+        (
+            &["mutate", "-f", "-", "--route-domain", "not a domain!!"],
+            &[],
+            2,
+            "\"not a domain!!\" is not a DNS-1123 subdomain",
+        ),
     ];
     for (args, env, code, sentence) in cases {
         let out = run_bin(args, env, b"");
