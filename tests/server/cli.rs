@@ -17,24 +17,7 @@ pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
 #[tokio::test]
 async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let certs = dir.path().join("certs");
-    let out = Command::new(BIN)
-        .args([
-            "certs",
-            "--service",
-            "ksvc-webhook",
-            "--namespace",
-            "ksvc-system",
-            "--out",
-        ])
-        .arg(&certs)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let certs = certs(dir.path());
     let ca = std::fs::read_to_string(certs.join("ca.crt")).unwrap();
 
     let child = Command::new(BIN)
@@ -89,7 +72,7 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
 }
 
 /// A generated CA and serving pair in `dir/certs`.
-fn certs(dir: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn certs(dir: &std::path::Path) -> std::path::PathBuf {
     let certs = dir.join("certs");
     let out = Command::new(BIN)
         .args(["certs", "--service-namespace", "ksvc-system", "--out"])

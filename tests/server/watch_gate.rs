@@ -2,7 +2,6 @@
 //! answers or refuses every list, is ready and answers reviews, while `/apps` answers 503.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,30 +11,8 @@ use axum::response::IntoResponse;
 use hyper::StatusCode;
 use serde_json::json;
 
-use crate::cli::{BIN, listen_addr};
+use crate::cli::{BIN, certs, listen_addr};
 use support::harness::{self, KillOnDrop, review};
-
-/// `certs` output: a CA and a serving pair in `dir`; returns the CA's PEM.
-fn certs(dir: &Path) -> String {
-    let out = Command::new(BIN)
-        .args([
-            "certs",
-            "--service",
-            "ksvc-webhook",
-            "--namespace",
-            "ksvc-system",
-            "--out",
-        ])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::read_to_string(dir.join("ca.crt")).unwrap()
-}
 
 /// An API server that accepts connections and never answers; counts the connections.
 async fn silent_api() -> (SocketAddr, Arc<AtomicUsize>) {
@@ -85,8 +62,8 @@ async fn denying_api() -> (SocketAddr, Arc<AtomicUsize>) {
 /// above zero), admission must be ready and answer while `/apps` refuses.
 async fn admission_ready_while_the_loop_cannot_sync(api: SocketAddr, tried: Arc<AtomicUsize>) {
     let dir = tempfile::tempdir().unwrap();
-    let tls = dir.path().join("certs");
-    let ca = certs(&tls);
+    let tls = certs(dir.path());
+    let ca = std::fs::read_to_string(tls.join("ca.crt")).unwrap();
     let child = Command::new(BIN)
         .args([
             "serve",

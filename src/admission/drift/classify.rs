@@ -163,7 +163,12 @@ fn sidecar_changes(before: &Node, after: &Node) -> String {
 fn endpoint_values(doc: &Node) -> Vec<String> {
     ksvc::containers(doc)
         .iter()
-        .filter_map(|c| c.get("env").and_then(Node::as_array))
+        // An injected sidecar's members are kept as JSON text, not read: the endpoint variable
+        // is only ever the user's containers'.
+        .filter_map(|c| match c.get("env") {
+            Some(Node::Raw { .. }) | None => None,
+            Some(env) => env.as_array(),
+        })
         .flatten()
         .filter_map(|e| match e {
             Node::Object(entry) => Some(entry),
