@@ -28,6 +28,7 @@ pub mod readiness;
 pub mod routes;
 pub mod shutdown;
 pub mod tls;
+pub mod trace;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

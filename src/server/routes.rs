@@ -24,6 +24,7 @@ use super::budget::BodyBudget;
 use super::metrics::{Exposition, Metrics, Outcome};
 use super::readiness::{Readiness, Status};
 use super::shutdown::Stopping;
+use super::trace::TraceContext;
 use crate::admission::guard::{self, Owner, OwnerView};
 use crate::admission::{self, Policy};
 
@@ -111,6 +112,11 @@ async fn answer(
 ) -> Response {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + state.request_timeout;
+    let traceparent = request
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     if !is_json(request.headers().get(header::CONTENT_TYPE)) {
         state
             .metrics
@@ -122,7 +128,10 @@ async fn answer(
     }
     match body::read(request.into_body(), &state.budget, deadline).await {
         // The reservation is released once the answer is built.
-        Ok(body) => decide(state, &body.bytes, started, review),
+        Ok(body) => {
+            let trace = traceparent.as_deref().and_then(TraceContext::parse);
+            decide(state, &body.bytes, started, trace, review)
+        }
         Err(refused) => {
             let (status, outcome) = match refused {
                 BodyError::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::TooLarge),
@@ -147,6 +156,7 @@ fn decide(
     state: &AppState,
     body: &[u8],
     started: Instant,
+    trace: Option<TraceContext>,
     review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
 ) -> Response {
     let policy = state.policy.load();
@@ -165,6 +175,7 @@ fn decide(
                 uid = ?s.uid, operation = ?s.operation, namespace = ?s.namespace, name = ?s.name,
                 dry_run = s.dry_run, allowed = s.allowed, patch_ops = s.patch_ops,
                 rejected_rules = ?s.rejected_rules, duration_us = (elapsed * 1e6) as u64,
+                trace_id = trace.map(|t| t.trace_id), span_id = trace.map(|t| t.span_id),
                 "admission decision"
             );
             if let Some(failure) = &s.failure {

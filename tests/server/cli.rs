@@ -216,3 +216,59 @@ async fn an_unreachable_cluster_is_said_once_at_warn_and_never_as_an_error() {
         "{text}"
     );
 }
+
+/// kube-apiserver's `traceparent` (APIServerTracing) reaches the decision's log line, so a slow
+/// `kubectl apply` can be followed to the webhook.
+#[tokio::test]
+async fn the_decision_line_names_the_api_servers_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    let child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
+        .args(["--self-managed-certs=false", "--no-watch", "--tls-dir"])
+        .arg(&certs)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(Some(child));
+    let mut stdout = BufReader::new(child.get().stdout.take().unwrap()).lines();
+    let addr = stdout
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.split("\"listen\":\"")
+                .nth(1)
+                .map(|r| r.split('"').next().unwrap().to_owned())
+        })
+        .unwrap();
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let span = "00f067aa0ba902b7";
+    let sent = Command::new("curl")
+        .args(["-s", "--max-time", "5", "--cacert"])
+        .arg(certs.join("ca.crt"))
+        .args(["-H", "Content-Type: application/json"])
+        .args(["-H", &format!("traceparent: 00-{trace}-{span}-01")])
+        .args(["--data", "@examples/managed-review.json"])
+        .arg(format!(
+            "https://localhost:{}/mutate",
+            addr.rsplit(':').next().unwrap()
+        ))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&sent.stdout).contains("\"allowed\":true"));
+    let line = tokio::task::spawn_blocking(move || {
+        stdout
+            .map_while(Result::ok)
+            .find(|l| l.contains("admission decision"))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        line.contains(&format!("\"trace_id\":\"{trace}\"")),
+        "{line}"
+    );
+    assert!(line.contains(&format!("\"span_id\":\"{span}\"")), "{line}");
+}
