@@ -1,6 +1,7 @@
 //! The watch loop: watches Knative Services and Revisions, serves every app's status and drift
-//! report ([`drift`]) from a local cache, and — on the elected leader only — finishes stopping apps (the stop edits if the webhook
-//! was bypassed, then teardown of the old revisions once traffic has left them).
+//! report ([`drift`]) from a local cache, and — while the replica's election (run by `serve`,
+//! `cluster::election`) says it leads — finishes stopping apps (the stop edits if the webhook was
+//! bypassed, then teardown of the old revisions once traffic has left them).
 //!
 //! Shape: observed objects (reflector stores) → pure [`status::status_for`] / [`plan::plan`] →
 //! API writes ([`writes`], run off the loop by [`inflight`]). [`spawn`] returns at once: admission
@@ -63,7 +64,8 @@ pub struct WatchHandle {
     /// True once both caches have listed everything and every app has a status. Gates `/apps`
     /// (503 until then), never admission's `/readyz`; exported as `ksvc_webhook_watch_synced`.
     pub synced: Arc<AtomicBool>,
-    /// Leadership of this replica; other components (the certificate manager) may follow it.
+    /// Leadership of this replica, as the election `serve` runs publishes it: the loop writes
+    /// only while it leads.
     pub leader: watch::Receiver<bool>,
     /// The loop's metrics; register them with [`Metrics::register`].
     pub metrics: Metrics,
@@ -80,8 +82,8 @@ pub struct WatchHandle {
 }
 
 impl WatchHandle {
-    /// Stop the loop and end its tasks (bounded by the API timeout
-    /// plus a second). Call on graceful shutdown; the Lease is the election's to release.
+    /// Stop the loop and end its tasks (bounded by the API timeout plus a second). Call on
+    /// graceful shutdown; the Lease is the election's to release.
     pub async fn shutdown(&mut self) {
         self.stop.send_replace(true);
         if let Some(task) = self.task.take() {
