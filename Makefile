@@ -1,7 +1,7 @@
 # The two commands: `make run` (the main job, no cluster needed) and `make test` (every check).
 CARGO ?= cargo
 
-.PHONY: run demo test fmt clippy unit bench bench-core bench-load manifests-check monitoring-check image certs
+.PHONY: run demo install test fmt clippy unit bench bench-core bench-load soak manifests-check monitoring-check image certs
 
 BIN := ./target/release/ksvc-webhook
 
@@ -9,7 +9,7 @@ BIN := ./target/release/ksvc-webhook
 # https://127.0.0.1:8443 with dev certificates made on first run and the example sidecar
 # catalogue. The watch loop finds no cluster, says so once and keeps retrying; admission works.
 run: demo
-	@test -f certs/tls.crt || $(BIN) certs --service ksvc-webhook --namespace ksvc-system --out certs >/dev/null
+	@test -f certs/tls.crt || $(BIN) certs --service ksvc-webhook --service-namespace ksvc-system --out certs >/dev/null
 	$(BIN) serve --listen 127.0.0.1:8443 --tls-dir certs --metrics-listen 127.0.0.1:9090 \
 		--sidecars examples/sidecars.yaml --status-auth=false
 
@@ -23,9 +23,13 @@ demo:
 	@echo '--- ksvc-webhook mutate -f examples/invalid-ksvc.yaml (rejected, exit 1)'
 	@! $(BIN) mutate -f examples/invalid-ksvc.yaml
 
+# The binary into ~/.cargo/bin (on the PATH rustup sets up), built from the locked dependencies.
+install:
+	$(CARGO) install --path . --locked
+
 # A CA and serving certificate for the in-cluster Service, into certs/ (git-ignored).
 certs:
-	$(CARGO) run --release --quiet -- certs --service ksvc-webhook --namespace ksvc-system --out certs
+	$(CARGO) run --release --quiet -- certs --service ksvc-webhook --service-namespace ksvc-system --out certs
 
 # Benchmarks: the criterion benches of the core, then the HTTPS load run.
 bench: bench-core bench-load
@@ -37,6 +41,11 @@ bench-core:
 bench-load:
 	./scripts/bench-load.sh
 
+# Every attack of docs/reliability.md ("The soak") at once against the built binary for
+# SOAK_SECS (60) seconds, while a well-formed client measures its reviews; prints a summary.
+soak:
+	$(CARGO) test --test server hostile::soak -- --ignored --nocapture
+
 # A check that could not run (the Knative CRD schema or promtool missing) is repeated here, at
 # the end.
 test: fmt clippy manifests-check monitoring-check unit
@@ -46,7 +55,7 @@ fmt:
 	$(CARGO) fmt --all -- --check
 
 clippy:
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 unit:
 	$(CARGO) test --all-targets

@@ -72,10 +72,13 @@ for name, size in (("2k", 2048), ("200k", 200 * 1024)):
 PY
 
 # No cluster here: certificates from files, no watch loop (its cache would never sync, and
-# /readyz waits for it). Memory as the Deployment runs it (mimalloc commits on demand).
+# /readyz waits for it). Memory as the Deployment runs it (mimalloc commits on demand). Every
+# oha connection comes from 127.0.0.1: the per-address share is raised to the listener's cap
+# (the production limits otherwise), so concurrency up to 256 is served.
 env MIMALLOC_ARENA_EAGER_COMMIT=0 ${SERVER_ENV:-} RUST_LOG="${RUST_LOG:-info}" taskset -c "$SERVER_CPU" \
   "$BIN" serve --listen "127.0.0.1:$PORT" --tls-dir "$WORK/certs" --log-format json \
-  --self-managed-certs=false --no-watch ${SERVER_ARGS:-} >"$WORK/server.log" 2>&1 &
+  --self-managed-certs=false --no-watch --max-connections-per-ip=256 ${SERVER_ARGS:-} \
+  >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 URL="https://ksvc-webhook.ksvc-system.svc:$PORT/mutate"
 CONNECT_TO="ksvc-webhook.ksvc-system.svc:$PORT:127.0.0.1:$PORT"

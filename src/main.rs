@@ -1,14 +1,12 @@
-//! The `ksvc-webhook` binary: parse the command line, run it, print an error chain and exit 1
+//! The `ksvc-webhook` binary: parse the command line, run it, print the error once and exit 1
 //! (or exit with the status a command chose, as `drift` does).
-
-use clap::Parser;
 
 // mimalloc: admission allocates many small JSON nodes per request; it halves their cost.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let cli = ksvc_webhook::cli::Cli::parse();
+    let cli = ksvc_webhook::cli::parse();
     match ksvc_webhook::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
@@ -16,8 +14,7 @@ fn main() -> std::process::ExitCode {
                 // The command has printed all it had to say; only its status is left.
                 return std::process::ExitCode::from(exit.0);
             }
-            // Each cause once: some libraries' messages already embed their source's.
-            eprintln!("error: {}", ksvc_webhook::report::error_chain(err.as_ref()));
+            eprintln!("{}", ksvc_webhook::cli::message(&err));
             std::process::ExitCode::FAILURE
         }
     }

@@ -38,7 +38,7 @@ pub struct Documents {
 /// Parse manifest bytes: JSON when the text starts with `{` or `[`, else (multi-document) YAML.
 pub fn parse(bytes: &[u8]) -> Result<Documents> {
     let text = std::str::from_utf8(bytes).map_err(|_| Error::NotUtf8)?;
-    if text.trim_start().starts_with(['{', '[']) {
+    if looks_like_json(text) {
         let value: Value = serde_json::from_str(text).map_err(Error::Json)?;
         return Ok(Documents {
             format: Format::Json,
@@ -52,6 +52,11 @@ pub fn parse(bytes: &[u8]) -> Result<Documents> {
         format: Format::Yaml,
         items,
     })
+}
+
+/// Whether a manifest text is JSON (it starts with `{` or `[`) rather than YAML.
+pub fn looks_like_json(text: &str) -> bool {
+    text.trim_start().starts_with(['{', '['])
 }
 
 /// YAML 1.2's core schema, as the API server reads manifests: only `true`/`false` are booleans
@@ -90,6 +95,34 @@ pub fn render(format: Format, items: &[Value]) -> Result<String> {
     }
 }
 
+/// The documents of a YAML stream as written: every piece but a first one starts at its `---`
+/// line, so the pieces joined are the text byte for byte, comments included. A boundary is a
+/// `---` at the start of a line followed by the line's end or a blank, as in YAML (the lines of
+/// a block scalar are indented, so they are never one). Empty text has no pieces.
+pub fn split_stream(text: &str) -> Vec<&str> {
+    let mut starts = vec![0];
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if offset > 0 && starts_with_marker(line) {
+            starts.push(offset);
+        }
+        offset += line.len();
+    }
+    starts.push(text.len());
+    starts
+        .windows(2)
+        .map(|w| &text[w[0]..w[1]])
+        .filter(|piece| !piece.is_empty())
+        .collect()
+}
+
+/// Whether a piece of a YAML stream (or a line) begins with a `---` document marker.
+pub fn starts_with_marker(piece: &str) -> bool {
+    piece
+        .strip_prefix("---")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+}
+
 /// Whether `doc` is a Knative Service.
 pub fn is_kservice(doc: &Value) -> bool {
     doc.get("apiVersion").and_then(Value::as_str) == Some("serving.knative.dev/v1")
@@ -111,6 +144,27 @@ mod tests {
             render(docs.format, &docs.items).unwrap(),
             "a: 1\n---\nb:\n- x\n"
         );
+    }
+
+    #[test]
+    fn a_stream_splits_at_its_markers_and_joins_back_byte_for_byte() {
+        let text = "# head\nkind: A # a\n---\n# c\nkind: B\ndata:\n  x: |\n    ---\n    y\n--- # t\nkind: C\n---\n";
+        let pieces = split_stream(text);
+        assert_eq!(
+            pieces,
+            [
+                "# head\nkind: A # a\n",
+                "---\n# c\nkind: B\ndata:\n  x: |\n    ---\n    y\n",
+                "--- # t\nkind: C\n",
+                "---\n",
+            ]
+        );
+        assert_eq!(pieces.concat(), text);
+        assert_eq!(split_stream("---\na: 1\n"), ["---\na: 1\n"]);
+        assert_eq!(split_stream("a: ---x\n----\n"), ["a: ---x\n----\n"]);
+        assert!(split_stream("").is_empty());
+        assert!(starts_with_marker("--- # t\nkind: C\n"));
+        assert!(!starts_with_marker("kind: C\n"));
     }
 
     #[test]

@@ -28,11 +28,7 @@ use serde_json::Value;
 
 /// The API calls of every module that talks to the API server. The RBAC in `manifests/` must
 /// grant exactly their union (add any new module's `API_CALLS` here).
-const DECLARED: &[&[ApiCall]] = &[
-    ksvc_webhook::certmgr::API_CALLS,
-    ksvc_webhook::watch::API_CALLS,
-    ksvc_webhook::apps::auth::reviews::API_CALLS,
-];
+const DECLARED: &[&[ApiCall]] = ksvc_webhook::cli::check::SERVER_CALLS;
 
 /// Resources that must only be granted in the webhook's own namespace (a Role, never a
 /// ClusterRole).
@@ -473,9 +469,9 @@ fn the_lease_rbac_reaches_only_the_loops_own_lease() {
     #[derive(Parser)]
     struct Only {
         #[command(flatten)]
-        watch: ksvc_webhook::watch::args::WatchArgs,
+        lease: ksvc_webhook::cluster::election::LeaseArgs,
     }
-    let lease = Only::try_parse_from(["serve"]).unwrap().watch.lease_name;
+    let lease = Only::try_parse_from(["serve"]).unwrap().lease.lease_name;
     let m = Rendered::base();
     let mut lease_rules = 0;
     for (scope, rule) in m.rules("ksvc-webhook", "ksvc-system") {
@@ -841,5 +837,58 @@ fn the_revision_guard_is_registered_for_revision_deletes_and_fails_open() {
     assert_eq!(
         inject(guard.metadata.annotations.as_ref()),
         inject(mutating.metadata.annotations.as_ref())
+    );
+}
+
+/// `serve`'s flags as the Deployment passes them.
+fn serve_args(c: &Container) -> ksvc_webhook::cli::serve::ServeArgs {
+    use ksvc_webhook::cli::{Cli, Command};
+    let mut argv = vec!["ksvc-webhook".to_owned(), "serve".to_owned()];
+    argv.extend(c.args.iter().flatten().cloned());
+    let Command::Serve(args) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!("parsed serve")
+    };
+    *args
+}
+
+/// Issue 19: nothing a client sends to the admission port can take the pod to its memory limit
+/// (docs/reliability.md, "Memory arithmetic"), a stalled upload is cut no later than
+/// kube-apiserver gives up on it, and the bounded shutdown fits in the grace period.
+#[test]
+fn the_memory_limit_and_the_deadlines_follow_the_arithmetic() {
+    use ksvc_webhook::server::memory::Arithmetic;
+    let m = Rendered::base();
+    let deploy: Deployment = m.one("Deployment");
+    let c = container(&deploy);
+    let args = serve_args(&c);
+    let options = ksvc_webhook::cli::serve::options(&args);
+    let limits = c.resources.as_ref().unwrap().limits.as_ref().unwrap();
+    let limit = ksvc_webhook::flags::parse_bytes(&limits["memory"].0).unwrap() as u64;
+    let arithmetic = Arithmetic::of(&options);
+    assert!(
+        arithmetic.total() <= limit,
+        "the memory limit {limit} is below the arithmetic's {} ({arithmetic:?})",
+        arithmetic.total()
+    );
+
+    let config: MutatingWebhookConfiguration = m.one("MutatingWebhookConfiguration");
+    for hook in config.webhooks.unwrap() {
+        let timeout = u64::try_from(hook.timeout_seconds.unwrap()).unwrap();
+        assert!(
+            options.limits.request_timeout.as_secs() <= timeout,
+            "{}",
+            hook.name
+        );
+    }
+
+    // After SIGTERM: the drain, then the connections' bound beside the Lease release (one API
+    // call, bounded by the API timeout plus a second).
+    let release = args.client.api_timeout + std::time::Duration::from_secs(1);
+    let shutdown = options.drain_period + options.shutdown_timeout.max(release);
+    let pod = deploy.spec.template.spec.unwrap();
+    let grace = pod.termination_grace_period_seconds.unwrap();
+    assert!(
+        shutdown.as_secs() + 5 <= u64::try_from(grace).unwrap(),
+        "{shutdown:?} of shutdown does not fit in {grace}s with 5s to spare"
     );
 }

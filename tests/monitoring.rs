@@ -11,8 +11,6 @@
 //! `CI=true` it fails instead: `.ci/run` installs the package).
 #![allow(clippy::unwrap_used)] // a failed setup step should panic loudly
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;

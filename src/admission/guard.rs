@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use crate::admission::ksvc;
-use crate::admission::validate::{Violation, violation};
+use crate::admission::violation::{Violation, violation};
 use crate::admission::writers::{Principals, UserInfo};
 use crate::admission::{self, Decision, Request, ReviewError, Reviewed, Summary};
 use crate::keys;
@@ -249,10 +249,7 @@ pub fn review(
     owner: impl Fn(&Lookup) -> Owner,
 ) -> Result<Reviewed, ReviewError> {
     let request = admission::decode(body)?;
-    let summary = Summary {
-        allowed: true,
-        ..Summary::of(&request)
-    };
+    let summary = Summary::of(&request);
     let verdict = match is_revision_delete(&request) {
         true => decide_request(&request, settings, &owner),
         false => Verdict::NotRouted,
@@ -273,18 +270,7 @@ pub fn review(
             ..Decision::default()
         },
     };
-    let body = match admission::encode(&summary.uid, &decision) {
-        Ok(body) => body,
-        Err(err) => admission::failure_response(&summary.uid, &err.to_string()),
-    };
-    Ok(Reviewed {
-        body,
-        summary: Summary {
-            allowed: decision.allowed,
-            rejected_rules: decision.violations.iter().map(|v| v.rule).collect(),
-            ..summary
-        },
-    })
+    Ok(admission::answer(summary, &decision))
 }
 
 fn decide_request(

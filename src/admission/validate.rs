@@ -3,55 +3,13 @@
 //! Each violation says where (`path`), what is wrong (`problem`) and how to fix it (`fix`); one
 //! response lists them all. Rules only read the object: no edits happen here.
 
-use std::fmt;
-
 use crate::json::Node;
 
 use crate::admission::ksvc;
 use crate::admission::naming::{self, DomainTemplate};
 use crate::admission::stop;
+use crate::admission::violation::{Operation, Violation, violation};
 use crate::keys;
-
-/// One broken rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
-    /// A short stable id of the rule, for metrics (e.g. `name`, `identity-immutable`).
-    pub rule: &'static str,
-    /// The field path, e.g. `metadata.labels[flyte.org/project]`.
-    pub path: String,
-    /// What is wrong.
-    pub problem: String,
-    /// How to fix it.
-    pub fix: String,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}; {}", self.path, self.problem, self.fix)
-    }
-}
-
-/// A violation of `rule` at `path`: what is wrong, and how to fix it.
-pub(crate) fn violation(
-    rule: &'static str,
-    path: impl Into<String>,
-    problem: impl Into<String>,
-    fix: impl Into<String>,
-) -> Violation {
-    Violation {
-        rule,
-        path: path.into(),
-        problem: problem.into(),
-        fix: fix.into(),
-    }
-}
-
-/// Whether the request creates or updates the object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    Create,
-    Update,
-}
 
 /// What the rules look at.
 #[derive(Debug, Clone, Copy)]

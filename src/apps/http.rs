@@ -14,7 +14,9 @@
 //! caller who may list only some namespaces is filtered to those and says so in
 //! [`FILTERED_HEADER`]. Open streams re-check access every re-check period and end with an
 //! `ERROR` event once it is gone. Streams are limited overall, per caller and per
-//! ServiceAccount namespace (429 beyond, [`super::streams`]).
+//! ServiceAccount namespace (429 beyond, [`super::streams`]). When the server stops (the drain
+//! after SIGTERM is over), every stream ends with an `ERROR` event of code 503: reconnect,
+//! another replica answers.
 //!
 //! Served from this replica's cache; answers 503 until the cache has synced. Never reads apps
 //! from the API; only [`super::auth`] calls it, to review tokens and access.
@@ -26,7 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use axum::Json;
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -37,6 +39,7 @@ use super::access::{self, Access, Attributes, Verb};
 use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer, StatusMetrics};
 use super::names::{self, BadName};
 use super::streams::{LimitHit, Maximums, StreamLimits};
+use crate::server::shutdown::Stopping;
 use crate::watch::hub::{AppKey, AppRecord, Filter, Hub, Subscription, WatchEvent};
 
 /// Set (to `namespaces`) on a cluster-wide `/apps` answer that left out the namespaces the
@@ -246,6 +249,7 @@ fn watch_needs(filter: &Filter) -> Attributes {
 
 async fn watch(
     State(s): State<ApiState>,
+    stopping: Option<Extension<Stopping>>,
     headers: HeaderMap,
     Query(filter): Query<Filter>,
 ) -> Response {
@@ -281,6 +285,7 @@ async fn watch(
         sub: s.hub.subscribe(filter, s.buffer),
         _slot: slot,
         recheck,
+        stopping: stopping.map(|Extension(stopping)| stopping),
         sse,
         ended: false,
         metrics: s.metrics.clone(),
@@ -372,21 +377,22 @@ struct Streaming {
     sub: Subscription,
     _slot: Slot,
     recheck: Option<Recheck>,
+    /// Set when served by the server: resolves once it stops accepting.
+    stopping: Option<Stopping>,
     sse: bool,
     ended: bool,
     metrics: StatusMetrics,
 }
 
 impl Streaming {
-    /// The next frame: an event, or the final `ERROR` once access is gone.
+    /// The next frame: an event, or the final `ERROR` once access is gone or the server stops.
     async fn step(&mut self) -> Bytes {
         loop {
-            let Some(recheck) = self.recheck.as_mut() else {
-                return encode(&self.sub.next().await, self.sse);
-            };
+            let recheck_at = self.recheck.as_ref().map(|r| r.next);
             tokio::select! {
                 event = self.sub.next() => return encode(&event, self.sse),
-                () = tokio::time::sleep_until(recheck.next) => {
+                () = until(recheck_at) => {
+                    let Some(recheck) = self.recheck.as_mut() else { continue };
                     if let Err(refusal) = recheck.still_allowed().await {
                         tracing::info!(user = ?recheck.checked.caller.user.username, reason = ?refusal.to_string(), "status watch stream cut off");
                         self.metrics.watch_cut.inc();
@@ -394,8 +400,28 @@ impl Streaming {
                         return encode_end(&refusal, self.sse);
                     }
                 }
+                () = stopped(&mut self.stopping) => {
+                    self.ended = true;
+                    return encode_going_away(self.sse);
+                }
             }
         }
+    }
+}
+
+/// Resolves at `at`; never without one.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once the server stops accepting; never outside a server.
+async fn stopped(stopping: &mut Option<Stopping>) {
+    match stopping {
+        Some(stopping) => stopping.wait().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -417,11 +443,21 @@ pub fn encode(event: &WatchEvent, sse: bool) -> Bytes {
 
 /// The last frame of a stream whose caller lost access: `{"type":"ERROR","status":{…}}`.
 pub fn encode_end(refusal: &Refusal, sse: bool) -> Bytes {
-    let code = refusal.status();
+    encode_error(refusal.status(), &format!("stream ended: {refusal}"), sse)
+}
+
+/// The last frame of every stream when the server stops: an `ERROR` of code 503.
+fn encode_going_away(sse: bool) -> Bytes {
+    let message = "stream ended: the server is shutting down; reconnect to reach another replica";
+    encode_error(StatusCode::SERVICE_UNAVAILABLE, message, sse)
+}
+
+/// `{"type":"ERROR","status":{"code","reason","message"}}`, as NDJSON or an SSE `error` frame.
+fn encode_error(code: StatusCode, message: &str, sse: bool) -> Bytes {
     let status = json!({
         "code": code.as_u16(),
         "reason": code.canonical_reason().unwrap_or_default(),
-        "message": format!("stream ended: {refusal}"),
+        "message": message,
     });
     let data = json!({"type": "ERROR", "status": status}).to_string();
     match sse {

@@ -19,19 +19,19 @@ use std::sync::Arc;
 use args::StatusApiArgs;
 use auth::StatusMetrics;
 
+use crate::cluster::client::ClientArgs;
 use crate::watch::WatchHandle;
-use crate::watch::args::WatchArgs;
 
 /// The status routes over `handle`'s cache, guarded and limited as `status` says; reviews go to
-/// the cluster `watch` names, and are counted in `metrics`.
+/// the cluster `client` names, and are counted in `metrics`.
 pub fn router(
     handle: &WatchHandle,
     metrics: &StatusMetrics,
-    watch: &WatchArgs,
+    client: &ClientArgs,
     status: &StatusApiArgs,
 ) -> axum::Router {
     let reviewer = status.status_auth.then(|| {
-        let source = auth::ClientSource::Connect(Box::new(watch.clone()));
+        let source = auth::ClientSource::Connect(Box::new(client.clone()));
         let settings = auth::Settings::from_args(status);
         Arc::new(auth::Reviewer::new(source, settings, metrics.clone()))
     });

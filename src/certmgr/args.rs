@@ -56,10 +56,11 @@ pub struct CertArgs {
         default_value = "ksvc-webhook"
     )]
     pub service_name: String,
-    /// The namespace of the Service and the Secret (the pod's own; the manifests set it from the
-    /// downward API).
+    /// The webhook's own namespace, of its Service and Secret (the manifests set it from the
+    /// downward API); `--namespace` is an older spelling.
     #[arg(
-        long,
+        long = "webhook-namespace",
+        alias = "namespace",
         env = "KSVC_WEBHOOK_POD_NAMESPACE",
         default_value = "ksvc-system"
     )]

@@ -1,34 +1,31 @@
-//! `ksvc-webhook app stop|start|status|update NAME [-n NS]`: the app lifecycle against the current
+//! `ksvc-webhook app stop|start|status|list|update`: the app lifecycle against the user's
 //! kubeconfig's cluster.
 //!
-//! Thin: each subcommand is one retry-on-conflict read-modify-write of the KService's raw JSON
-//! (edits from `watch::edit`), or a read mapped by `watch::status`. These calls run with the
-//! user's credentials, not the server's service account, so they are not in any `API_CALLS`:
-//! services get/update/watch and revisions list/watch.
+//! Thin: each write is one retry-on-conflict read-modify-write of the KService's raw JSON (edits
+//! from `watch::edit`), optionally a server dry run, optionally followed by waiting for the phase
+//! it leads to; reads and watches are in [`super::app_watch`]. These calls run with the user's
+//! credentials, not the server's service account, so they are not in any `API_CALLS`: services
+//! get/list/update/watch and revisions list/watch. A failed call is worded as kubectl words it
+//! ([`crate::cluster::errors`]).
 
 use std::io::Write;
-use std::time::Duration;
 
-use anyhow::{Context, bail};
-use futures::StreamExt;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use anyhow::{Context, anyhow, bail};
 use kube::Client;
-use kube::api::{Api, ListParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::api::Api;
 
-use super::app_print::{self, Output};
+pub use super::app_args::{
+    AppAction, AppArgs, AppListArgs, AppStatusArgs, AppTarget, AppUpdateArgs, AppWriteArgs, DryRun,
+    OutputArgs, TIMEOUT, WaitArgs,
+};
+use super::app_watch;
 use crate::cluster::call::{self, Backoff, Updated};
-use clap::{Args, Subcommand};
-
-use crate::keys;
+use crate::cluster::client;
+use crate::cluster::errors;
+use crate::flags;
 use crate::watch::edit::{AppUpdate, set_stopped};
-use crate::watch::hub::AppRecord;
-use crate::watch::status::status_for;
-use crate::watch::view::{KService, Revision};
+use crate::watch::status::Phase;
 use crate::watch::writes::knative;
-
-const TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Run `app …` on a fresh single-threaded runtime.
 pub fn run(args: AppArgs) -> anyhow::Result<()> {
@@ -36,31 +33,29 @@ pub fn run(args: AppArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let target = match &args.action {
-            AppAction::Stop(t) | AppAction::Start(t) => t,
-            AppAction::Status(s) => &s.target,
-            AppAction::Update(u) => &u.target,
+        let (cluster, namespace) = args.action.scope();
+        let (client, server) = client::client(cluster, None).await?;
+        let ns = match namespace {
+            Some(ns) => ns.to_owned(),
+            // Checked before any call: a bad name would only come back as "invalid uri".
+            None => flags::parse_dns_label(client.default_namespace())
+                .map_err(|e| anyhow!("the kubeconfig context's namespace: {e}"))?,
         };
-        let client = client_for(target).await?;
-        let ns = target
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_owned());
-        run_with_client(client, &ns, args.action, &mut std::io::stdout()).await
+        run_with_client(client, &ns, args.action, &mut std::io::stdout())
+            .await
+            .map_err(|e| reword(e, &server))
     })
 }
 
-async fn client_for(target: &AppTarget) -> anyhow::Result<Client> {
-    let config = match &target.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).context("reading the kubeconfig")?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig or in-cluster config found")?,
-    };
-    Ok(Client::try_from(config)?)
+/// A failed call, worded as kubectl words it; any other error as it is.
+fn reword(err: anyhow::Error, server: &str) -> anyhow::Error {
+    match err.downcast::<call::Error>() {
+        Ok(failed) => errors::Error::from_call(failed, server).into(),
+        Err(err) => match err.downcast::<kube::Error>() {
+            Ok(failed) => errors::Error::from_kube(&failed, server).into(),
+            Err(err) => err,
+        },
+    }
 }
 
 /// Run one action against a client (tests pass one pointed at a fake API server).
@@ -70,23 +65,33 @@ pub async fn run_with_client(
     action: AppAction,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let services = Api::namespaced_with(client.clone(), ns, &knative("Service", "services"));
-    let backoff = Backoff::default();
-    let (name, outcome) = match action {
-        AppAction::Stop(t) => (
-            t.name.clone(),
-            call::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
-                set_stopped(v, true)
-            })
-            .await?,
-        ),
-        AppAction::Start(t) => (
-            t.name.clone(),
-            call::update_raw(&services, &t.name, TIMEOUT, &backoff, |v| {
-                set_stopped(v, false)
-            })
-            .await?,
-        ),
+    match action {
+        AppAction::Stop(w) => {
+            let edit = |v: &mut serde_json::Value| set_stopped(v, true);
+            write(
+                client,
+                ns,
+                &w.target.name,
+                &w.wait,
+                Phase::Stopped,
+                edit,
+                out,
+            )
+            .await
+        }
+        AppAction::Start(w) => {
+            let edit = |v: &mut serde_json::Value| set_stopped(v, false);
+            write(
+                client,
+                ns,
+                &w.target.name,
+                &w.wait,
+                Phase::Active,
+                edit,
+                out,
+            )
+            .await
+        }
         AppAction::Update(u) => {
             let update = AppUpdate {
                 image: u.image,
@@ -103,174 +108,42 @@ pub async fn run_with_client(
                     false
                 })
             };
-            let outcome =
-                call::update_raw(&services, &u.target.name, TIMEOUT, &backoff, edit).await?;
-            if let Some(e) = invalid {
-                return Err(e).context(format!("cannot update {ns}/{}", u.target.name));
+            let name = &u.target.name;
+            write(client, ns, name, &u.wait, Phase::Active, edit, out).await?;
+            match invalid {
+                Some(e) => Err(e).context(format!("cannot update {ns}/{name}")),
+                None => Ok(()),
             }
-            (u.target.name, outcome)
         }
-        AppAction::Status(s) => {
-            return status(client, ns, &s.target.name, s.watch, s.output, out).await;
-        }
-    };
-    match outcome {
-        Updated::NotFound => bail!("no KService {ns}/{name}; check the name and -n NAMESPACE"),
-        Updated::Unchanged => writeln!(out, "{ns}/{name}: unchanged")?,
-        Updated::Written(_) => writeln!(out, "{ns}/{name}: updated")?,
+        AppAction::Status(s) => app_watch::status(client, ns, &s, out).await,
+        AppAction::List(l) => app_watch::list(client, ns, &l, out).await,
     }
-    Ok(())
 }
 
-async fn status(
+/// Edit the KService `ns/name` with `edit` (a dry run if asked), say what happened, and with
+/// `--wait` follow it until it is `target`.
+async fn write(
     client: Client,
     ns: &str,
     name: &str,
-    follow: bool,
-    output: Output,
+    wait: &WaitArgs,
+    target: Phase,
+    edit: impl FnMut(&mut serde_json::Value) -> bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let services: Api<KService> = Api::namespaced(client.clone(), ns);
-    let revisions: Api<Revision> = Api::namespaced(client, ns);
-    let selector = format!("{}={name}", keys::LABEL_KNATIVE_SERVICE);
-    if !follow {
-        let ksvc = call::timed("get service", TIMEOUT, services.get_opt(name))
-            .await?
-            .with_context(|| format!("no KService {ns}/{name}; check the name and -n NAMESPACE"))?;
-        let revs = call::timed(
-            "list revisions",
-            TIMEOUT,
-            revisions.list(&ListParams::default().labels(&selector)),
-        )
-        .await?
-        .items;
-        let now = Timestamp::now();
-        let record = AppRecord::of(&ksvc, status_for(&ksvc, &revs, &now.to_string()));
-        return print(out, &record, age(&ksvc, now), output, true);
+    let services = Api::namespaced_with(client.clone(), ns, &knative("Service", "services"));
+    let dry_run = wait.dry_run == DryRun::Server;
+    let outcome =
+        call::update_raw_with(&services, name, TIMEOUT, &Backoff::default(), dry_run, edit).await?;
+    let suffix = if dry_run { " (server dry run)" } else { "" };
+    match outcome {
+        Updated::NotFound => bail!("no KService {ns}/{name}; check the name and -n NAMESPACE"),
+        Updated::Unchanged => writeln!(out, "{ns}/{name}: unchanged{suffix}")?,
+        Updated::Written(_) => writeln!(out, "{ns}/{name}: updated{suffix}")?,
     }
-    let (svc_store, svc_writer) = reflector::store::<KService>();
-    let (rev_store, rev_writer) = reflector::store::<Revision>();
-    let svc_cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let svc_events =
-        reflector::reflector(svc_writer, watcher(services, svc_cfg).default_backoff()).map(|_| ());
-    let rev_cfg = watcher::Config::default().labels(&selector);
-    let rev_events =
-        reflector::reflector(rev_writer, watcher(revisions, rev_cfg).default_backoff()).map(|_| ());
-    let mut events = std::pin::pin!(futures::stream::select(svc_events, rev_events));
-    let mut last = None;
-    while events.next().await.is_some() {
-        let Some(ksvc) = svc_store.state().into_iter().next() else {
-            continue;
-        };
-        let now = Timestamp::now();
-        let status = status_for(&ksvc, &rev_store.state(), &now.to_string());
-        if last
-            .as_ref()
-            .is_none_or(|l: &crate::watch::status::AppStatus| !l.same_state(&status))
-        {
-            let record = AppRecord::of(&ksvc, status.clone());
-            print(out, &record, age(&ksvc, now), output, last.is_none())?;
-            out.flush()?;
-            last = Some(status);
-        }
+    if wait.wait {
+        out.flush()?;
+        app_watch::wait_for(client, ns, name, target, wait.timeout, out).await?;
     }
     Ok(())
-}
-
-/// How long the KService has existed, when the API server said.
-fn age(ksvc: &KService, now: Timestamp) -> Option<SignedDuration> {
-    let created = ksvc.metadata.creation_timestamp.as_ref()?;
-    Some(now.duration_since(created.0))
-}
-
-/// Print one record in `output`; a table gets its header before the `first` row only.
-fn print(
-    out: &mut dyn Write,
-    record: &AppRecord,
-    age: Option<SignedDuration>,
-    output: Output,
-    first: bool,
-) -> anyhow::Result<()> {
-    match output {
-        Output::Table if first => {
-            writeln!(out, "{}", app_print::header(record, age))?;
-            writeln!(out, "{}", app_print::row(record, age))?;
-        }
-        Output::Table => writeln!(out, "{}", app_print::row(record, age))?,
-        Output::Json => writeln!(out, "{}", serde_json::to_string(record)?)?,
-        Output::Yaml => write!(out, "---\n{}", serde_saphyr::to_string(record)?)?,
-    }
-    Ok(())
-}
-
-// The flags of `app`.
-
-/// Arguments of `app`.
-#[derive(Debug, Args)]
-pub struct AppArgs {
-    #[command(subcommand)]
-    pub action: AppAction,
-}
-
-/// What `app` does.
-#[derive(Debug, Subcommand)]
-pub enum AppAction {
-    /// Stop the app: set the label `flyte.org/app-stopped=true` (scale to zero, cluster-local).
-    Stop(AppTarget),
-    /// Start the app: remove the label `flyte.org/app-stopped`.
-    Start(AppTarget),
-    /// Print the app's status (phase, message, replicas, URL).
-    Status(AppStatusArgs),
-    /// Change only the given fields, in a retry-on-conflict read-modify-write.
-    Update(AppUpdateArgs),
-}
-
-/// Which app, in which cluster.
-#[derive(Debug, Clone, Args)]
-pub struct AppTarget {
-    /// The KService name.
-    pub name: String,
-    /// The KService namespace; default: the kubeconfig context's namespace.
-    #[arg(short = 'n', long, env = "KSVC_WEBHOOK_APP_NAMESPACE")]
-    pub namespace: Option<String>,
-    /// Kubeconfig file with the user's own credentials; default: `$KUBECONFIG`, then
-    /// `~/.kube/config`, then the in-cluster config.
-    #[arg(long)]
-    pub kubeconfig: Option<std::path::PathBuf>,
-}
-
-/// Arguments of `app status`.
-#[derive(Debug, Args)]
-pub struct AppStatusArgs {
-    #[command(flatten)]
-    pub target: AppTarget,
-    /// Keep printing the status whenever it changes.
-    #[arg(long, env = "KSVC_WEBHOOK_APP_WATCH")]
-    pub watch: bool,
-    /// Output format: `table` (a short line for people, the message under it when the app is
-    /// not ACTIVE), `json` (one `/apps` record per line) or `yaml`.
-    #[arg(
-        short = 'o',
-        long,
-        value_enum,
-        default_value_t,
-        env = "KSVC_WEBHOOK_APP_OUTPUT"
-    )]
-    pub output: crate::cli::app_print::Output,
-}
-
-/// Arguments of `app update`; an absent flag leaves its field unchanged.
-#[derive(Debug, Args)]
-pub struct AppUpdateArgs {
-    #[command(flatten)]
-    pub target: AppTarget,
-    /// New image of the serving container.
-    #[arg(long, env = "KSVC_WEBHOOK_APP_IMAGE")]
-    pub image: Option<String>,
-    /// New `autoscaling.knative.dev/min-scale`.
-    #[arg(long, env = "KSVC_WEBHOOK_APP_MIN_SCALE")]
-    pub min_scale: Option<u32>,
-    /// New `autoscaling.knative.dev/max-scale` (0 = unlimited).
-    #[arg(long, env = "KSVC_WEBHOOK_APP_MAX_SCALE")]
-    pub max_scale: Option<u32>,
 }

@@ -1,71 +1,237 @@
-//! How `app status` prints an app: a short kubectl-like table for a person, JSON or YAML (the
-//! `/apps` record) for a program.
+//! How the `app` commands print apps: a kubectl-like table for a person (`table`, `wide`), or for
+//! a program `name`, `json`, `yaml` (the `/apps` record in camelCase, as Kubernetes tools write
+//! JSON) and `jsonpath=TEMPLATE`.
 //!
-//! Pure: the caller passes the record and the app's age; nothing here reads a clock or writes.
+//! Pure: the caller passes the records and their ages; nothing here reads a clock or writes.
 
-use clap::ValueEnum;
 use k8s_openapi::jiff::SignedDuration;
+use serde_json::{Map, Value, json};
 
+use super::jsonpath::Template;
 use crate::watch::hub::AppRecord;
 use crate::watch::status::Phase;
 
-/// The output format of `app status`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+/// The output format of the `app` commands.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Output {
-    /// `NAME  PHASE  REPLICAS  URL  AGE`, and the message under it when the app is not ACTIVE.
+    /// `NAME  PHASE  REPLICAS  URL  AGE`, and the message under a row that is not ACTIVE.
     #[default]
     Table,
-    /// One JSON object per line: the record `/apps` serves.
+    /// The table with the app's identity and message as columns.
+    Wide,
+    /// `service.serving.knative.dev/NAME`, one per line.
+    Name,
+    /// The record, pretty-printed; several in a `List`.
     Json,
-    /// One YAML document per record.
+    /// The record as YAML; several in a `List`.
     Yaml,
+    /// A kubectl JSONPath template over the JSON.
+    JsonPath(Template),
 }
 
-const HEADER: [&str; 5] = ["NAME", "PHASE", "REPLICAS", "URL", "AGE"];
+/// The forms `-o` takes, for messages.
+pub const FORMS: &str = "table, wide, name, json, yaml or jsonpath=TEMPLATE";
 
-/// The table's header line, padded as [`row`] pads its cells.
-pub fn header(record: &AppRecord, age: Option<SignedDuration>) -> String {
-    align(&HEADER.map(str::to_owned), &cells(record, age))
-}
-
-/// One app as a table row, with its message on the next line unless it is ACTIVE.
-pub fn row(record: &AppRecord, age: Option<SignedDuration>) -> String {
-    let cells = cells(record, age);
-    let mut line = align(&cells, &HEADER.map(str::to_owned));
-    let message = record.status.message.trim();
-    if record.status.phase != Phase::Active && !message.is_empty() {
-        line.push_str("\n  ");
-        line.push_str(message);
+/// Parse `-o`: `table`, `wide`, `name`, `json`, `yaml` or `jsonpath=TEMPLATE`.
+pub fn parse_output(text: &str) -> Result<Output, String> {
+    match text.split_once('=') {
+        Some(("jsonpath", template)) => Template::parse(template).map(Output::JsonPath),
+        _ => match text {
+            "table" => Ok(Output::Table),
+            "wide" => Ok(Output::Wide),
+            "name" => Ok(Output::Name),
+            "json" => Ok(Output::Json),
+            "yaml" => Ok(Output::Yaml),
+            other => Err(format!("unknown output format `{other}`; use {FORMS}")),
+        },
     }
-    line
 }
 
-fn cells(record: &AppRecord, age: Option<SignedDuration>) -> [String; 5] {
-    let status = &record.status;
-    [
-        record.name.clone(),
-        status.phase.as_str().to_owned(),
-        status
-            .replicas
-            .map_or_else(|| "-".to_owned(), |n| n.to_string()),
-        status.url.clone().unwrap_or_else(|| "-".to_owned()),
-        age.map_or_else(|| "-".to_owned(), human_age),
-    ]
+/// One app to print: its record and, when the API server said, its age.
+#[derive(Debug, Clone)]
+pub struct Shown {
+    pub record: AppRecord,
+    pub age: Option<SignedDuration>,
 }
 
-/// `cells`, each padded to the wider of itself and the matching cell of `other`, three spaces
-/// apart, as kubectl aligns its columns.
-fn align(cells: &[String; 5], other: &[String; 5]) -> String {
-    let mut line = String::new();
-    for (i, (cell, peer)) in cells.iter().zip(other).enumerate() {
-        if i + 1 == cells.len() {
-            line.push_str(cell);
-        } else {
-            let width = cell.chars().count().max(peer.chars().count());
-            line.push_str(&format!("{cell:<width$}   "));
+/// Prints apps in one format; a table keeps its column widths across calls, so the rows of a
+/// watch stay under their header.
+#[derive(Debug, Clone)]
+pub struct Printer {
+    output: Output,
+    namespaces: bool,
+    widths: Vec<usize>,
+}
+
+impl Printer {
+    /// A printer for `output`; `namespaces` adds the NAMESPACE column (`-A`).
+    pub fn new(output: Output, namespaces: bool) -> Self {
+        Self {
+            output,
+            namespaces,
+            widths: Vec::new(),
         }
     }
-    line
+
+    /// Whether the output is for a program (JSON, YAML, JSONPath) rather than a person.
+    pub fn structured(&self) -> bool {
+        matches!(
+            self.output,
+            Output::Json | Output::Yaml | Output::JsonPath(_)
+        )
+    }
+
+    /// `apps` as one listing (a `List` when `list`, else each on its own), the table's header
+    /// before the first rows printed.
+    pub fn print(&mut self, apps: &[Shown], list: bool) -> Result<String, String> {
+        if matches!(self.output, Output::Table | Output::Wide) {
+            return Ok(self.table(apps));
+        }
+        let items = || apps.iter().map(|a| to_camel(&a.record));
+        let list_value =
+            || json!({"apiVersion": "v1", "kind": "List", "items": items().collect::<Vec<_>>()});
+        let each = |f: &dyn Fn(&Value) -> Result<String, String>| {
+            items().map(|v| f(&v)).collect::<Result<String, String>>()
+        };
+        match (&self.output, list) {
+            (Output::Json, true) => pretty(&list_value()),
+            (Output::Json, false) => each(&pretty),
+            (Output::Yaml, true) => yaml(&list_value()),
+            (Output::Yaml, false) => each(&yaml),
+            (Output::JsonPath(t), true) => Ok(t.render(&list_value())),
+            (Output::JsonPath(t), false) => each(&|v| Ok(t.render(v))),
+            (Output::Name | Output::Table | Output::Wide, _) => Ok(apps
+                .iter()
+                .map(|a| format!("service.serving.knative.dev/{}\n", a.record.name))
+                .collect()),
+        }
+    }
+
+    fn table(&mut self, apps: &[Shown]) -> String {
+        let wide = self.output == Output::Wide;
+        let mut header = vec!["NAME", "PHASE", "REPLICAS", "URL", "AGE"];
+        if wide {
+            header.extend(["APP", "MESSAGE"]);
+        }
+        if self.namespaces {
+            header.insert(0, "NAMESPACE");
+        }
+        let rows: Vec<Vec<String>> = apps
+            .iter()
+            .map(|a| cells(a, wide, self.namespaces))
+            .collect();
+        let mut text = String::new();
+        let first = self.widths.is_empty();
+        let header: Vec<String> = header.into_iter().map(str::to_owned).collect();
+        for row in std::iter::once(&header).chain(&rows) {
+            for (i, cell) in row.iter().enumerate() {
+                let width = cell.chars().count();
+                match self.widths.get_mut(i) {
+                    Some(w) => *w = (*w).max(width),
+                    None => self.widths.push(width),
+                }
+            }
+        }
+        if first {
+            text.push_str(&self.line(&header));
+        }
+        for (row, app) in rows.iter().zip(apps) {
+            text.push_str(&self.line(row));
+            let status = &app.record.status;
+            if !wide && status.phase != Phase::Active && !status.message.trim().is_empty() {
+                text.push_str(&format!("  {}\n", status.message.trim()));
+            }
+        }
+        text
+    }
+
+    /// Cells padded to the column widths, three spaces apart, as kubectl aligns its columns.
+    fn line(&self, cells: &[String]) -> String {
+        let mut line = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                line.push_str(cell);
+            } else {
+                let width = self.widths.get(i).copied().unwrap_or(0);
+                line.push_str(&format!("{cell:<width$}   "));
+            }
+        }
+        line.push('\n');
+        line
+    }
+}
+
+fn cells(app: &Shown, wide: bool, namespaces: bool) -> Vec<String> {
+    let (record, status) = (&app.record, &app.record.status);
+    let dash = || "-".to_owned();
+    let mut cells = vec![
+        record.name.clone(),
+        status.phase.as_str().to_owned(),
+        status.replicas.map_or_else(dash, |n| n.to_string()),
+        status.url.clone().unwrap_or_else(dash),
+        app.age.map_or_else(dash, human_age),
+    ];
+    if wide {
+        let id = match (&record.project, &record.domain, &record.app_name) {
+            (Some(p), Some(d), Some(n)) => format!("{p}/{d}/{n}"),
+            _ => dash(),
+        };
+        let message = status.message.trim();
+        cells.push(id);
+        cells.push(if message.is_empty() {
+            dash()
+        } else {
+            message.to_owned()
+        });
+    }
+    if namespaces {
+        cells.insert(0, record.namespace.clone());
+    }
+    cells
+}
+
+/// The record as JSON with camelCase keys, as Kubernetes tools write JSON.
+pub fn to_camel(record: &AppRecord) -> Value {
+    fn camel(value: Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| (camel_key(&k), camel(v)))
+                    .collect::<Map<_, _>>(),
+            ),
+            Value::Array(items) => Value::Array(items.into_iter().map(camel).collect()),
+            other => other,
+        }
+    }
+    camel(serde_json::to_value(record).unwrap_or(Value::Null))
+}
+
+fn camel_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    let mut upper = false;
+    for c in key.chars() {
+        match (c, upper) {
+            ('_', _) => upper = true,
+            (c, true) => {
+                out.extend(c.to_uppercase());
+                upper = false;
+            }
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
+fn pretty(value: &Value) -> Result<String, String> {
+    serde_json::to_string_pretty(value)
+        .map(|text| text + "\n")
+        .map_err(|e| e.to_string())
+}
+
+fn yaml(value: &Value) -> Result<String, String> {
+    serde_saphyr::to_string(value)
+        .map(|text| format!("---\n{text}"))
+        .map_err(|e| e.to_string())
 }
 
 /// An age the way kubectl writes one: `45s`, `12m`, `5h`, `3d`.
@@ -80,67 +246,5 @@ pub fn human_age(age: SignedDuration) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::watch::status::AppStatus;
-
-    fn record(phase: Phase, message: &str, replicas: Option<i32>) -> AppRecord {
-        AppRecord {
-            namespace: "apps".into(),
-            name: "hello-proj-dev".into(),
-            project: Some("proj".into()),
-            domain: Some("dev".into()),
-            app_name: Some("hello".into()),
-            status: AppStatus {
-                phase,
-                message: message.into(),
-                last_transition_time: "2026-12-01T10:00:00Z".into(),
-                replicas,
-                url: Some("http://hello-proj-dev.apps.example.com".into()),
-                substate: None,
-            },
-            drift: Default::default(),
-        }
-    }
-
-    #[test]
-    fn an_active_app_is_one_aligned_row_under_its_header() {
-        let r = record(Phase::Active, "", Some(2));
-        let age = Some(SignedDuration::from_secs(3 * 3600 + 5));
-        assert_eq!(
-            format!("{}\n{}", header(&r, age), row(&r, age)),
-            "NAME             PHASE    REPLICAS   URL                                      AGE\n\
-             hello-proj-dev   ACTIVE   2          http://hello-proj-dev.apps.example.com   3h"
-        );
-    }
-
-    #[test]
-    fn an_app_that_is_not_active_shows_its_message_under_the_row() {
-        let r = record(Phase::Failed, "RevisionFailed: image not found", None);
-        let text = row(&r, None);
-        assert_eq!(
-            text.lines().collect::<Vec<_>>(),
-            [
-                "hello-proj-dev   FAILED   -          http://hello-proj-dev.apps.example.com   -",
-                "  RevisionFailed: image not found",
-            ]
-        );
-    }
-
-    #[test]
-    fn ages_read_as_kubectl_writes_them() {
-        let cases = [
-            (0, "0s"),
-            (119, "119s"),
-            (120, "2m"),
-            (10_799, "179m"),
-            (10_800, "3h"),
-            (172_799, "47h"),
-            (172_800, "2d"),
-            (-5, "0s"),
-        ];
-        for (secs, want) in cases {
-            assert_eq!(human_age(SignedDuration::from_secs(secs)), want, "{secs}s");
-        }
-    }
-}
+#[path = "app_print_tests.rs"]
+mod tests;

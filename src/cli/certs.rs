@@ -61,26 +61,45 @@ fn write_file(path: &Path, content: &str, mode: u32) -> anyhow::Result<()> {
 /// Arguments of `certs`.
 #[derive(Debug, Clone, Args)]
 pub struct CertsArgs {
-    /// Name of the webhook's Kubernetes Service.
+    /// Name of the webhook's Kubernetes Service (a DNS-1035 label).
     #[arg(
         long,
         env = "KSVC_WEBHOOK_SERVICE_NAME",
-        default_value = "ksvc-webhook"
+        default_value = "ksvc-webhook",
+        value_parser = super::parse_service_name
     )]
     pub service: String,
-    /// Namespace of the webhook's Kubernetes Service.
+    /// Namespace of the webhook's Kubernetes Service; `--namespace` is an older spelling.
     #[arg(
-        long,
+        long = "service-namespace",
+        alias = "namespace",
         env = "KSVC_WEBHOOK_SERVICE_NAMESPACE",
-        default_value = "ksvc-system"
+        default_value = "ksvc-system",
+        value_parser = crate::flags::parse_dns_label
     )]
     pub namespace: String,
     /// Directory that receives ca.crt, tls.crt and tls.key.
     #[arg(long, env = "KSVC_WEBHOOK_CERTS_OUT", default_value = "certs")]
     pub out: PathBuf,
-    /// Validity of the serving certificate in days (the CA gets ten times as long).
-    #[arg(long, env = "KSVC_WEBHOOK_CERT_DAYS", default_value_t = 365)]
+    /// Validity of the serving certificate in days, 1 to 36500 (the CA gets ten times as long).
+    #[arg(long, env = "KSVC_WEBHOOK_CERT_DAYS", default_value_t = 365, value_parser = parse_days)]
     pub days: u32,
+}
+
+/// The longest validity: a hundred years (the CA's thousand stay within X.509's year 9999).
+const MAX_DAYS: u32 = 36_500;
+
+/// Days of validity: at least one (a certificate valid for 0 days is expired when made).
+fn parse_days(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(0) => Err(format!(
+            "0 days would make a certificate that is expired when it is created; give 1 to {MAX_DAYS}"
+        )),
+        Ok(days) if days <= MAX_DAYS => Ok(days),
+        _ => Err(format!(
+            "`{text}` is not a number of days from 1 to {MAX_DAYS}"
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, ListParams, PartialObjectMeta};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 use serde_json::Value;
@@ -27,6 +27,7 @@ use super::policy::PolicyArgs;
 use crate::admission::Policy;
 use crate::admission::drift::{self, Finding};
 use crate::cluster::call;
+use crate::cluster::client::{self, ClientArgs};
 use crate::keys;
 use crate::manifest_text;
 use crate::report::error_chain;
@@ -148,7 +149,7 @@ fn from_file(path: &Path, namespace: Option<&str>) -> anyhow::Result<Input> {
 
 /// The KServices of the namespace the flags name (`-A`: all), with the user's credentials.
 async fn from_cluster(args: &DriftArgs) -> anyhow::Result<Input> {
-    let client = client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let (client, _server) = client::client(&args.cluster, None).await?;
     let namespace = match (args.all_namespaces, &args.namespace) {
         (true, _) => None,
         (false, Some(ns)) => Some(ns.clone()),
@@ -181,26 +182,6 @@ async fn from_cluster(args: &DriftArgs) -> anyhow::Result<Input> {
         services,
         namespaces,
     })
-}
-
-/// A client for the kubeconfig and context given (default: `$KUBECONFIG`, then
-/// `~/.kube/config`, then the in-cluster config; the current context).
-async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow::Result<Client> {
-    let options = KubeConfigOptions {
-        context: context.map(str::to_owned),
-        ..KubeConfigOptions::default()
-    };
-    let config = match (kubeconfig, context) {
-        (Some(path), _) => {
-            let kubeconfig = Kubeconfig::read_from(path).context("reading the kubeconfig")?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
-        }
-        (None, Some(_)) => kube::Config::from_kubeconfig(&options).await?,
-        (None, None) => kube::Config::infer()
-            .await
-            .context("no kubeconfig or in-cluster config found")?,
-    };
-    Ok(Client::try_from(config)?)
 }
 
 /// The opt-out label of the namespaces (the one named, or all) that have one.
@@ -368,13 +349,8 @@ pub struct DriftArgs {
         conflicts_with_all = ["namespace", "file"]
     )]
     pub all_namespaces: bool,
-    /// Kubeconfig file with the user's own credentials; default: `$KUBECONFIG`, then
-    /// `~/.kube/config`, then the in-cluster config.
-    #[arg(long, env = "KSVC_WEBHOOK_DRIFT_KUBECONFIG", conflicts_with = "file")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use; default: the current context.
-    #[arg(long, env = "KSVC_WEBHOOK_DRIFT_CONTEXT", conflicts_with = "file")]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub cluster: ClientArgs,
     /// Output format: `table`, `json` or `yaml` (with each reason's detail).
     #[arg(
         short = 'o',

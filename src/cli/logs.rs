@@ -132,11 +132,16 @@ impl Drop for Guard {
     }
 }
 
-/// Install the global subscriber (`RUST_LOG` filter, default `info`) writing through a batched
+/// The filter without `RUST_LOG`: `info`, less kube-client's own ERROR line for every failed
+/// request, which only repeats what the caller logs at its level with what it does next (a
+/// retry "admission is unaffected" must not read as an error). `RUST_LOG` brings it back.
+pub const DEFAULT_FILTER: &str = "info,kube_client::client::builder=off";
+
+/// Install the global subscriber (`RUST_LOG` filter, default [`DEFAULT_FILTER`]) writing through a batched
 /// stdout; keep the guard alive until the end of `serve`.
 pub fn init(format: LogFormat) -> Guard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_FILTER));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let (writer, guard) = batched(std::io::stdout());
     let builder = tracing_subscriber::fmt()

@@ -1,20 +1,29 @@
 //! The subcommands: thin shells over the pure core.
 
 pub mod app;
+mod app_args;
 pub mod app_print;
+mod app_watch;
 pub mod certs;
+pub mod check;
+mod check_eval;
 pub mod drift;
+mod help;
+pub mod inputs;
+pub mod jsonpath;
 mod logs;
+pub mod manifests;
 pub mod offline;
 pub mod policy;
 pub mod serve;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use app::AppArgs;
 use certs::CertsArgs;
 use drift::DriftArgs;
-use offline::{InputArgs, MutateArgs, NameArgs, ReviewArgs};
+use inputs::InputArgs;
+use offline::{MutateArgs, NameArgs, ReviewArgs, ShaArgs};
 use serve::ServeArgs;
 
 /// Run the parsed command line.
@@ -28,7 +37,98 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::App(args) => app::run(args),
         Command::Serve(args) => serve::run(*args),
         Command::Certs(args) => certs::run(args),
+        Command::Check(args) => check::run(*args),
         Command::Drift(args) => drift::run(*args),
+        Command::Completion(args) => completion(&args),
+    }
+}
+
+/// `completion`: the shell's completion script on stdout.
+fn completion(args: &CompletionArgs) -> anyhow::Result<()> {
+    let shell = match args.shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut out = std::io::stdout().lock();
+    clap_complete::generate(shell, &mut Cli::command(), "ksvc-webhook", &mut out);
+    Ok(())
+}
+
+/// Parse the command line; exit 2 with clap's message when it is wrong, naming the environment
+/// variable when the bad value came from one.
+pub fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|err| name_the_variable(err).exit())
+}
+
+/// `err`, with `'--flag <VALUE>' from the environment variable 'NAME'` when the value it refuses
+/// is the flag's environment variable's and the command line does not give the flag.
+fn name_the_variable(mut err: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        err.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return err;
+    }
+    let (Some(ContextValue::String(shown)), Some(ContextValue::String(value))) = (
+        err.get(ContextKind::InvalidArg),
+        err.get(ContextKind::InvalidValue),
+    ) else {
+        return err;
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let given = |arg: &clap::Arg| {
+        argv.iter().any(|a| {
+            let long = arg.get_long().is_some_and(|l| {
+                a.strip_prefix("--")
+                    .and_then(|a| a.strip_prefix(l))
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+            });
+            let short = arg.get_short().is_some_and(|s| {
+                a.strip_prefix('-')
+                    .is_some_and(|rest| !rest.starts_with('-') && rest.starts_with(s))
+            });
+            long || short
+        })
+    };
+    let from_env = |arg: &clap::Arg| {
+        let env = arg.get_env()?;
+        let named = arg
+            .get_long()
+            .is_some_and(|l| shown.split(' ').next() == Some(&format!("--{l}")));
+        let same = std::env::var_os(env).is_some_and(|v| v.to_string_lossy() == value.as_str());
+        (named && same && !given(arg)).then(|| env.to_string_lossy().into_owned())
+    };
+    let Some(variable) = find_arg(&Cli::command(), &from_env) else {
+        return err;
+    };
+    let shown = format!("{shown}' from the environment variable '{variable}");
+    err.insert(ContextKind::InvalidArg, ContextValue::String(shown));
+    err
+}
+
+/// The first `Some` that `f` gives for an argument of `cmd` or its subcommands.
+fn find_arg<T>(cmd: &clap::Command, f: &impl Fn(&clap::Arg) -> Option<T>) -> Option<T> {
+    cmd.get_arguments()
+        .find_map(f)
+        .or_else(|| cmd.get_subcommands().find_map(|sub| find_arg(sub, f)))
+}
+
+/// A Service or KService name: a DNS-1035 label.
+fn parse_service_name(text: &str) -> Result<String, String> {
+    match crate::admission::naming::dns1035_problem(text) {
+        None => Ok(text.to_owned()),
+        Some(problem) => Err(format!("{text:?} is not a Service name: it {problem}")),
+    }
+}
+
+/// The line `main` prints for a failed command: an answer of the API server or a failed
+/// connection as kubectl prints it, anything else after `error: ` with each cause once.
+pub fn message(err: &anyhow::Error) -> String {
+    match err.downcast_ref::<crate::cluster::errors::Error>() {
+        Some(worded) if worded.is_verbatim() => worded.to_string(),
+        _ => format!("error: {}", crate::report::error_chain(err.as_ref())),
     }
 }
 
@@ -44,25 +144,55 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Mutate manifests offline as admission would: print the result, or the violations and exit 1.
+    #[command(after_help = help::MUTATE)]
     Mutate(MutateArgs),
-    /// Answer an admission.k8s.io/v1 AdmissionReview exactly as the server would.
+    /// Answer an admission.k8s.io/v1 AdmissionReview (JSON or YAML) exactly as the server would.
+    #[command(after_help = help::REVIEW)]
     Review(ReviewArgs),
     /// Strip everything the webhook added to manifests (env var, sidecars, annotations, stop
     /// state).
+    #[command(after_help = help::UNINJECT)]
     Uninject(InputArgs),
     /// Print the deterministic KService name of an app identity.
+    #[command(after_help = help::NAME)]
     Name(NameArgs),
-    /// Print the spec SHA of each KService in a manifest (the `flyte.org/spec-sha` value).
-    Sha(InputArgs),
-    /// Stop, start, inspect or update an app's KService in the current kubeconfig's cluster.
+    /// Print `NAMESPACE/NAME  SHA` for each KService in the manifests (the `flyte.org/spec-sha`
+    /// value).
+    #[command(after_help = help::SHA)]
+    Sha(ShaArgs),
+    /// List, inspect, stop, start or update apps (KServices) in the kubeconfig's cluster.
+    #[command(after_help = help::APP)]
     App(AppArgs),
     /// Serve admission reviews over HTTPS (plus health and metrics).
+    #[command(after_help = help::SERVE)]
     Serve(Box<ServeArgs>),
     /// Generate a CA and a serving certificate for the webhook Service.
+    #[command(after_help = help::CERTS)]
     Certs(CertsArgs),
+    /// Check that the install in the kubeconfig's cluster is healthy: a ✓ or × line per check.
+    Check(Box<check::CheckArgs>),
     /// Report which KServices admission would change today, and why (exit 1 when any has
     /// drifted), from a cluster or a file.
     Drift(Box<DriftArgs>),
+    /// Print a shell completion script (bash, zsh or fish).
+    #[command(after_help = help::COMPLETION)]
+    Completion(CompletionArgs),
+}
+
+/// Arguments of `completion`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionArgs {
+    /// The shell to write the completion script for.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// A shell `completion` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[cfg(test)]
@@ -78,6 +208,42 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// Every subcommand's `--help` names the environment variables it reads beyond its flags'
+    /// and gives an example of itself that names it in full.
+    #[test]
+    fn every_subcommand_has_environment_and_examples_in_its_help() {
+        fn walk(cmd: &mut clap::Command, path: &str) {
+            let path = format!("{path} {}", cmd.get_name()).trim_start().to_owned();
+            if cmd.get_name() == "help" {
+                return; // clap's own
+            }
+            let help = cmd.render_help().to_string();
+            if path != "ksvc-webhook" {
+                assert!(help.contains("\nEnvironment:\n  "), "{path}: {help}");
+                assert!(help.contains("NO_COLOR"), "{path}: {help}");
+                let examples = help.split("\nExamples:\n").nth(1).unwrap_or_default();
+                assert!(
+                    examples.lines().any(|l| l.contains(&path)),
+                    "{path} has no example of itself: {help}"
+                );
+            }
+            if path.starts_with("ksvc-webhook app") || path == "ksvc-webhook serve" {
+                assert!(help.contains("KUBECONFIG"), "{path}: {help}");
+            }
+            for sub in cmd.get_subcommands_mut() {
+                walk(sub, &path);
+            }
+        }
+        let mut cli = Cli::command();
+        cli.build();
+        walk(&mut cli, "");
+        let serve = Cli::command()
+            .find_subcommand_mut("serve")
+            .unwrap()
+            .render_help();
+        assert!(serve.to_string().contains("RUST_LOG"), "{serve}");
+    }
+
     #[test]
     fn serve_defaults() {
         let cli = Cli::try_parse_from(["ksvc-webhook", "serve"]).unwrap();
@@ -86,6 +252,16 @@ mod tests {
         };
         assert_eq!(args.listen.to_string(), "0.0.0.0:8443");
         assert_eq!(args.drain_period, Duration::from_secs(5));
+        assert_eq!(args.shutdown_timeout, Duration::from_secs(10));
+        assert_eq!(args.request_timeout, Duration::from_secs(10));
+        assert_eq!(
+            (args.body_budget, args.small_body_reserve),
+            (64 << 20, 16 << 20)
+        );
+        assert_eq!(
+            (args.max_connections, args.max_connections_per_ip),
+            (256, 64)
+        );
         assert!(!args.http2);
         assert!(args.policy.policy().is_ok());
     }

@@ -1,39 +1,31 @@
-//! `mutate`, `review`, `uninject`, `name` and `sha`: the admission core on files, no cluster.
+//! `mutate`, `review`, `uninject`, `name` and `sha`: the admission core on files, no cluster
+//! (but for `mutate --sidecars-from-cluster`, which reads the catalogue's ConfigMap as the server
+//! does). Reading is [`inputs`]'s, and passing other documents through untouched [`manifests`]'s.
 
-use std::io::{Read, Write};
-use std::path::Path;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use serde_json::Value;
 
 use crate::admission::{self, Request};
 use crate::admission::{ksvc, mutate as edits, naming};
-use std::path::PathBuf;
+use crate::keys;
 
 use clap::{Args, ValueEnum};
 
+use super::inputs::{self, InputArgs};
+use super::manifests;
 use super::policy::PolicyArgs;
+use crate::admission::sidecars::Catalogue;
 use crate::admission::writers::UserInfo;
+use crate::cluster::client::{self, ClientArgs};
+use crate::cluster::{call, errors};
 use crate::json::Node;
 use crate::json::edit::Editor;
-use crate::manifest_text::{self, Documents};
-
-/// Read a file, or standard input for `-`.
-fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    if path == Path::new("-") {
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .context("cannot read standard input")?;
-    } else {
-        bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    }
-    Ok(bytes)
-}
-
-fn read_docs(path: &Path) -> anyhow::Result<Documents> {
-    manifest_text::parse(&read(path)?).with_context(|| format!("cannot parse {}", path.display()))
-}
+use crate::manifest_text as docs;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
 
 fn write_out(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
@@ -42,37 +34,26 @@ fn write_out(text: &str) -> anyhow::Result<()> {
         .context("cannot write to standard output")
 }
 
-/// Apply `f` to every KService in `doc`, looking inside `kind: List`.
-fn each_kservice(
-    doc: &mut Value,
-    f: &mut impl FnMut(&mut Value) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    if doc.get("kind").and_then(Value::as_str) == Some("List") {
-        if let Some(items) = doc.get_mut("items").and_then(Value::as_array_mut) {
-            for item in items {
-                each_kservice(item, f)?;
-            }
-        }
-        return Ok(());
-    }
-    if manifest_text::is_kservice(doc) {
-        f(doc)
-    } else {
-        Ok(())
-    }
-}
-
 /// `mutate`: print the mutated manifests, or the violations and fail.
 pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
-    let policy = args.policy.policy()?;
-    let mut input = read_docs(&args.input.file)?;
+    let mut policy = args.policy.policy()?;
+    if args.sidecars_from_cluster {
+        policy.sidecars = Arc::new(catalogue_from_cluster(
+            &args.cluster,
+            &args.sidecars_configmap,
+        )?);
+    }
+    let inputs = inputs::read_all(&args.input)?;
     let old = match &args.old {
         Some(path) => {
-            let mut docs = read_docs(path)?.items;
+            let old = inputs::read_path(path)?;
+            let mut docs = docs::parse(old.text.as_bytes())
+                .with_context(|| format!("cannot parse {}", old.name))?
+                .items;
             if docs.len() != 1 {
                 bail!(
                     "{} must hold exactly one object, found {}",
-                    path.display(),
+                    old.name,
                     docs.len()
                 );
             }
@@ -85,38 +66,36 @@ pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
         OperationArg::Update => "UPDATE",
     };
     let mut rejections = Vec::new();
-    for doc in &mut input.items {
-        each_kservice(doc, &mut |obj| {
-            let request = Request {
-                user_info: UserInfo {
-                    username: args.user.clone().unwrap_or_default(),
-                    groups: args.groups.clone(),
-                },
-                ..Request::kservice(
-                    "offline",
-                    operation,
-                    &args.namespace,
-                    obj.take(),
-                    old.clone(),
-                )
-            };
-            let shown = display_name(request.object.as_ref());
-            let decision = admission::decide(request, &policy);
-            for warning in &decision.warnings {
-                eprintln!("warning: {shown}: {warning}");
-            }
-            if decision.allowed {
-                *obj = decision.object_json().unwrap_or_default();
-            } else {
-                rejections.push(format!("{shown} rejected: {}", decision.message()));
-            }
-            Ok(())
-        })?;
-    }
+    let out = manifests::rewrite(&inputs, |obj| {
+        let request = Request {
+            user_info: UserInfo {
+                username: args.user.clone().unwrap_or_default(),
+                groups: args.groups.clone(),
+            },
+            ..Request::kservice(
+                "offline",
+                operation,
+                &args.namespace,
+                obj.take(),
+                old.clone(),
+            )
+        };
+        let shown = display_name(request.object.as_ref());
+        let decision = admission::decide(request, &policy);
+        for warning in &decision.warnings {
+            eprintln!("warning: {shown}: {warning}");
+        }
+        if decision.allowed {
+            *obj = decision.object_json().unwrap_or_default();
+        } else {
+            rejections.push(format!("{shown} rejected: {}", decision.message()));
+        }
+        Ok(())
+    })?;
     if !rejections.is_empty() {
         bail!("{}", rejections.join("\n"));
     }
-    write_out(&manifest_text::render(input.format, &input.items)?)
+    write_out(&out)
 }
 
 fn display_name(obj: Option<&Node>) -> String {
@@ -126,11 +105,27 @@ fn display_name(obj: Option<&Node>) -> String {
     }
 }
 
-/// `review`: print the AdmissionReview response the server would send.
+/// `review`: print the AdmissionReview response the server would send; the review may be
+/// written in YAML.
 pub fn review(args: &ReviewArgs) -> anyhow::Result<()> {
     let policy = args.policy.policy()?;
-    let body = read(&args.input.file)?;
-    let reviewed = admission::review(&body, &policy)?;
+    let input = inputs::read_path(&args.file)?;
+    let cannot = || format!("cannot review {}", input.name);
+    let body = match docs::looks_like_json(&input.text) {
+        true => input.text.clone().into_bytes(),
+        false => {
+            let mut parsed = docs::parse(input.text.as_bytes()).with_context(cannot)?;
+            if parsed.items.len() != 1 {
+                bail!(
+                    "cannot review {}: it must hold one AdmissionReview, found {} documents",
+                    input.name,
+                    parsed.items.len()
+                );
+            }
+            serde_json::to_vec(&parsed.items.remove(0)).with_context(cannot)?
+        }
+    };
+    let reviewed = admission::review(&body, &policy).with_context(cannot)?;
     let mut text = String::from_utf8_lossy(&reviewed.body).into_owned();
     text.push('\n');
     write_out(&text)
@@ -138,65 +133,99 @@ pub fn review(args: &ReviewArgs) -> anyhow::Result<()> {
 
 /// `uninject`: the manifests without anything the webhook added.
 pub fn uninject(args: &InputArgs) -> anyhow::Result<()> {
-    let mut input = read_docs(&args.file)?;
-    for doc in &mut input.items {
-        each_kservice(doc, &mut |obj| {
-            let mut node = Node::from_json(obj.take());
-            if !edits::strip(&mut Editor::new(&mut node)) {
-                eprintln!(
-                    "warning: the stop-restore or sidecar status annotation is unreadable; \
-                     what it records was kept"
-                );
-            }
-            *obj = node.to_json();
-            Ok(())
-        })?;
-    }
-    write_out(&manifest_text::render(input.format, &input.items)?)
+    let inputs = inputs::read_all(args)?;
+    let out = manifests::rewrite(&inputs, |obj| {
+        let mut node = Node::from_json(obj.take());
+        if !edits::strip(&mut Editor::new(&mut node)) {
+            eprintln!(
+                "warning: the stop-restore or sidecar status annotation is unreadable; \
+                 what it records was kept"
+            );
+        }
+        *obj = node.to_json();
+        Ok(())
+    })?;
+    write_out(&out)
 }
 
-/// `name`: the deterministic KService name of an identity.
+/// `name`: the deterministic KService name of an identity, or admission's refusal of it.
 pub fn name(args: &NameArgs) -> anyhow::Result<()> {
-    let app = naming::app_name(&args.project, &args.domain, &args.name);
-    if let Some(problem) = naming::dns1035_problem(&app.name) {
-        bail!("{:?} is not a valid KService name: it {problem}", app.name);
+    let labels = serde_json::json!({
+        keys::LABEL_PROJECT: args.project, keys::LABEL_DOMAIN: args.domain,
+        keys::LABEL_APP_NAME: args.name,
+    });
+    let object = serde_json::json!({
+        "apiVersion": "serving.knative.dev/v1", "kind": "Service",
+        "metadata": {"labels": labels},
+        "spec": {"template": {"spec": {"containers": [{"image": "image"}]}}},
+    });
+    let request = Request::kservice("offline", "CREATE", "default", object, None);
+    let decision = admission::decide(request, &admission::Policy::default());
+    // Only the identity's own rules: the namespace and the route domain are not known here.
+    let refused: Vec<String> = decision
+        .violations
+        .iter()
+        .filter(|v| v.rule.starts_with("identity"))
+        .map(|v| format!("\n- {v}"))
+        .collect();
+    if !refused.is_empty() {
+        bail!("admission refuses this identity:{}", refused.concat());
     }
+    let app = naming::app_name(&args.project, &args.domain, &args.name);
     if app.hashed {
         eprintln!("note: the name was hashed to fit 63 characters");
     }
     write_out(&format!("{}\n", app.name))
 }
 
-/// `sha`: the spec SHA of each KService, one per line.
-pub fn sha(args: &InputArgs) -> anyhow::Result<()> {
-    let mut input = read_docs(&args.file)?;
-    let mut lines = String::new();
-    for doc in &mut input.items {
-        each_kservice(doc, &mut |obj| {
-            lines.push_str(&crate::admission::spec_sha::json_sha(&edits::user_spec(
-                obj,
-            )));
-            lines.push('\n');
-            Ok(())
-        })?;
-    }
-    if lines.is_empty() {
+/// `sha`: `NAMESPACE/NAME  SHA` for each KService, the names aligned.
+pub fn sha(args: &ShaArgs) -> anyhow::Result<()> {
+    let inputs = inputs::read_all(&args.input)?;
+    let mut rows = Vec::new();
+    manifests::rewrite(&inputs, |obj| {
+        let sha = crate::admission::spec_sha::json_sha(&edits::user_spec(obj));
+        let node = Node::from_json(obj.clone());
+        let namespace = match ksvc::namespace(&node) {
+            "" => args.namespace.as_str(),
+            ns => ns,
+        };
+        let name = match (ksvc::name(&node), ksvc::identity(&node)) {
+            ("", Some(id)) => naming::app_name(&id.project, &id.domain, &id.name).name,
+            ("", None) => format!("{}*", ksvc::generate_name(&node)),
+            (name, _) => name.to_owned(),
+        };
+        rows.push((format!("{namespace}/{name}"), sha));
+        Ok(())
+    })?;
+    if rows.is_empty() {
         bail!(
             "{} holds no serving.knative.dev/v1 Service",
-            args.file.display()
+            inputs::names(&inputs)
         );
     }
+    let width = rows
+        .iter()
+        .map(|(name, _)| name.chars().count())
+        .max()
+        .unwrap_or(0);
+    let lines: String = rows
+        .iter()
+        .map(|(name, sha)| format!("{name:<width$}  {sha}\n"))
+        .collect();
     write_out(&lines)
 }
 
 // The flags of the offline subcommands.
 
-/// A manifest to read.
+/// Arguments of `sha`.
 #[derive(Debug, Clone, Args)]
-pub struct InputArgs {
-    /// The manifest: a file of JSON or (multi-document) YAML, or `-` for standard input.
-    #[arg(short = 'f', long = "filename", value_name = "FILE|-")]
-    pub file: PathBuf,
+pub struct ShaArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// The namespace shown for objects that do not set one.
+    #[arg(short = 'n', long, env = "KSVC_WEBHOOK_SHA_NAMESPACE", default_value = "default",
+          value_parser = crate::flags::parse_dns_label)]
+    pub namespace: String,
 }
 
 /// The admission operation to simulate.
@@ -212,7 +241,7 @@ pub struct MutateArgs {
     #[command(flatten)]
     pub input: InputArgs,
     /// The namespace of objects that do not set one.
-    #[arg(short = 'n', long, default_value = "default")]
+    #[arg(short = 'n', long, default_value = "default", value_parser = crate::flags::parse_dns_label)]
     pub namespace: String,
     /// The operation to simulate; UPDATE checks the rules that compare with `--old`.
     #[arg(long, value_enum, default_value_t = OperationArg::Create)]
@@ -233,13 +262,61 @@ pub struct MutateArgs {
     pub groups: Vec<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// Read the sidecar catalogue from the cluster's ConfigMap with your kubeconfig, as the
+    /// server reads it (key `sidecars.yaml`), instead of `--sidecars FILE`.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SIDECARS_FROM_CLUSTER",
+        conflicts_with = "sidecars"
+    )]
+    pub sidecars_from_cluster: bool,
+    /// The catalogue's ConfigMap for `--sidecars-from-cluster`, as NAMESPACE/NAME.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SIDECARS_CONFIGMAP",
+        default_value = "ksvc-system/ksvc-webhook-sidecars",
+        value_name = "NAMESPACE/NAME"
+    )]
+    pub sidecars_configmap: String,
+    #[command(flatten)]
+    pub cluster: ClientArgs,
+}
+
+/// The sidecar catalogue in the ConfigMap `at` (`NAMESPACE/NAME`, key `sidecars.yaml`) of the
+/// cluster `cluster` names, read with the user's credentials.
+fn catalogue_from_cluster(cluster: &ClientArgs, at: &str) -> anyhow::Result<Catalogue> {
+    let Some((namespace, name)) = at.split_once('/') else {
+        bail!(
+            "--sidecars-configmap {at:?}: say NAMESPACE/NAME, e.g. ksvc-system/ksvc-webhook-sidecars"
+        );
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let text = runtime.block_on(async {
+        let (client, server) = client::client(cluster, None).await?;
+        let config_maps: Api<ConfigMap> = Api::namespaced(client, namespace);
+        let found = call::timed("get configmap", cluster.api_timeout, config_maps.get_opt(name))
+            .await
+            .map_err(|e| errors::Error::from_call(e, &server))?;
+        let Some(config_map) = found else {
+            bail!("no ConfigMap {namespace}/{name} in the cluster; name the catalogue's with --sidecars-configmap NAMESPACE/NAME");
+        };
+        let data = config_map.data.unwrap_or_default();
+        let Some(text) = data.get("sidecars.yaml") else {
+            bail!("ConfigMap {namespace}/{name} has no key sidecars.yaml");
+        };
+        Ok(text.clone())
+    })?;
+    Catalogue::parse(&text).with_context(|| format!("the sidecar catalogue in ConfigMap {at}"))
 }
 
 /// Arguments of `review`.
 #[derive(Debug, Clone, Args)]
 pub struct ReviewArgs {
-    #[command(flatten)]
-    pub input: InputArgs,
+    /// The admission.k8s.io/v1 AdmissionReview, in JSON or YAML, or `-` for standard input.
+    #[arg(short = 'f', long = "filename", value_name = "FILE|-")]
+    pub file: PathBuf,
     #[command(flatten)]
     pub policy: PolicyArgs,
 }

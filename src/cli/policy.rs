@@ -21,9 +21,13 @@ pub struct PolicyArgs {
     /// `.Namespace` and `.Domain` are supported.
     #[arg(long, env = "KSVC_WEBHOOK_DOMAIN_TEMPLATE", default_value = DomainTemplate::DEFAULT)]
     pub domain_template: String,
-    /// The cluster's route domain (Knative's config-domain), used to check host lengths.
-    #[arg(long, env = "KSVC_WEBHOOK_DOMAIN", default_value = "example.com")]
-    pub domain: String,
+    /// The cluster's route domain (Knative's config-domain), used to check host lengths. Not the
+    /// app identity's domain (`flyte.org/domain`, `name --domain`).
+    #[arg(long, env = "KSVC_WEBHOOK_ROUTE_DOMAIN", default_value = "example.com")]
+    pub route_domain: String,
+    /// Deprecated spelling of `--route-domain`: it is used, with a warning.
+    #[arg(long = "domain", env = "KSVC_WEBHOOK_DOMAIN", hide = true)]
+    pub deprecated_domain: Option<String>,
     /// Template of the endpoint suffix of managed apps: `{{ project }}` and `{{ domain }}` are
     /// replaced by the lower-cased identity labels.
     #[arg(
@@ -83,6 +87,21 @@ pub enum PolicyError {
 }
 
 impl PolicyArgs {
+    /// The route domain: `--route-domain`, or the deprecated `--domain` (with a warning on
+    /// standard error, as it means the app identity's domain elsewhere).
+    pub fn route_domain(&self) -> &str {
+        match &self.deprecated_domain {
+            Some(domain) => {
+                eprintln!(
+                    "warning: --domain (KSVC_WEBHOOK_DOMAIN) is deprecated here: it is the route \
+                     domain, so say --route-domain (KSVC_WEBHOOK_ROUTE_DOMAIN)"
+                );
+                domain
+            }
+            None => &self.route_domain,
+        }
+    }
+
     /// The validated policy, with the sidecar catalogue read from its file.
     pub fn policy(&self) -> Result<Policy, PolicyError> {
         let catalogue = match &self.sidecars {
@@ -90,7 +109,7 @@ impl PolicyArgs {
             None => Catalogue::default(),
         };
         Ok(Policy {
-            domain_template: DomainTemplate::new(&self.domain_template, &self.domain)?,
+            domain_template: DomainTemplate::new(&self.domain_template, self.route_domain())?,
             mutate: Settings {
                 suffix_template: self.endpoint_suffix_template.clone(),
                 allow_zero_initial_scale: self.allow_zero_initial_scale,
@@ -176,5 +195,24 @@ mod tests {
         std::fs::write(&path, ONE).unwrap();
         assert_eq!(reloader.check().await, Checked::Reloaded { templates: 1 });
         assert_eq!(policy.load().sidecars.unavailable_reason(), None);
+    }
+
+    #[test]
+    fn the_route_domain_has_its_own_name_and_domain_still_works_with_a_warning() {
+        let mutate = |extra: &[&str]| {
+            let args = ["ksvc-webhook", "mutate", "-f", "-"].iter().chain(extra);
+            match super::super::Cli::parse_from(args).command {
+                super::super::Command::Mutate(args) => args.policy,
+                _ => panic!("not mutate"),
+            }
+        };
+        assert_eq!(mutate(&[]).route_domain(), "example.com");
+        assert_eq!(
+            mutate(&["--route-domain", "apps.example.org"]).route_domain(),
+            "apps.example.org"
+        );
+        let old = mutate(&["--domain", "old.example.org"]);
+        assert_eq!(old.route_domain(), "old.example.org");
+        assert!(old.policy().is_ok());
     }
 }

@@ -20,7 +20,9 @@ use super::logs::LogFormat;
 use super::policy::PolicyArgs;
 use crate::apps::{self, args::StatusApiArgs};
 use crate::certmgr::CertArgs;
-use crate::flags::parse_duration;
+use crate::cluster::election::{Election, LeaseArgs};
+use crate::cluster::{self, client::ClientArgs};
+use crate::flags::{parse_bytes, parse_duration, parse_listen_addr};
 use crate::server::catalogue::CatalogueReloader;
 use crate::server::{self, Server, tls::CertPaths};
 use crate::watch::args::WatchArgs;
@@ -30,6 +32,14 @@ use crate::{certmgr, watch};
 pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     // Dropped last: the remaining log lines are written after the server has stopped.
     let _logs = super::logs::init(args.log_format);
+    // A kubeconfig named but missing is a mistake to say now, not a cluster to retry forever.
+    if let Some(path) = args.client.kubeconfig.as_ref().filter(|p| !p.exists()) {
+        return Err(crate::cluster::errors::Error::NoKubeconfig {
+            path: path.display().to_string(),
+            origin: crate::cluster::errors::Origin::Flag,
+        }
+        .into());
+    }
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let mode = CertMode::of(&args, in_cluster);
     args.certs.self_managed_certs = Some(mode == CertMode::SelfManaged);
@@ -82,6 +92,14 @@ pub fn options(args: &ServeArgs) -> server::Options {
         http2: args.http2,
         header_read_timeout: args.header_read_timeout,
         drain_period: args.drain_period,
+        shutdown_timeout: args.shutdown_timeout,
+        limits: server::Limits {
+            request_timeout: args.request_timeout,
+            body_budget: args.body_budget,
+            small_body_reserve: args.small_body_reserve,
+            max_connections: args.max_connections,
+            max_connections_per_ip: args.max_connections_per_ip,
+        },
     }
 }
 
@@ -95,36 +113,55 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
     // The watch loop never holds admission up: it connects (and retries) in the background, and
     // its sync gates `/apps` and its own metric, never `/readyz`. With `failurePolicy: Fail` a
     // loop that cannot list would otherwise refuse every KService write in the cluster.
-    let mut watch = watch::spawn(&args.watch, server.policy());
+    // One election for the replica, whichever parts follow it (the loop's writes, the
+    // certificates' rotation and publication); it connects in the background too.
+    let mut election = Election::new(&args.lease);
+    let mut watch = watch::spawn(&args.watch, &args.client, &election, server.policy());
+    if !args.watch.no_watch || args.certs.self_managed_certs == Some(true) {
+        election.start(&args.client, watch.metrics.error_counter("lease"));
+    }
     let status_metrics = apps::auth::StatusMetrics::default();
     if !args.watch.no_watch {
-        let routes = apps::router(&watch, &status_metrics, &args.watch, &args.status_api);
+        let routes = apps::router(&watch, &status_metrics, &args.client, &args.status_api);
         server.merge_routes(routes);
         server.revision_owners(watch.revision_owners());
         watch.register_metrics(server.registry_mut());
         status_metrics.register(server.registry_mut());
     }
     if args.status_api.metrics_auth {
-        let guard = apps::auth::metrics_guard(&args.watch, &args.status_api, &status_metrics);
+        let guard = apps::auth::metrics_guard(&args.client, &args.status_api, &status_metrics);
         server.guard_metrics(guard);
     }
     let cabundle_metrics = certmgr::metrics::Metrics::register(server.registry_mut());
-    let certificates = manage_certificates(&args, &options, &watch, cabundle_metrics).await?;
+    let certificates =
+        manage_certificates(&args, &options, election.leader(), cabundle_metrics).await?;
     let bound = server.bind().await?;
+    let memory = server::memory::Arithmetic::of(&options);
     tracing::info!(
         listen = %bound.local_addr()?,
         metrics = ?bound.metrics_addr().transpose()?,
+        memory_bound_mib = memory.total() >> 20,
         "serving admission reviews"
     );
     let shutdown = bound.shutdown_handle();
+    let mut stopping = shutdown.stopping();
     tokio::spawn(async move {
         match server::shutdown::signal().await {
-            Ok(()) => shutdown.trigger(),
+            Ok(server::shutdown::Signal::Terminate) => shutdown.trigger(),
+            Ok(server::shutdown::Signal::Interrupt) => {
+                shutdown.trigger();
+                shutdown.stop();
+            }
             Err(err) => tracing::error!(error = %err, "cannot listen for signals"),
         }
     });
-    bound.run().await;
-    watch.shutdown().await;
+    // Once the drain is over the loop stops and the election releases the Lease (each bounded
+    // by the API timeout) while the connections finish, so the other replica leads at once.
+    let release = async {
+        stopping.wait().await;
+        tokio::join!(watch.shutdown(), election.shutdown());
+    };
+    tokio::join!(bound.run(), release);
     for task in [certificates, reload_catalogue].into_iter().flatten() {
         task.abort();
     }
@@ -132,29 +169,26 @@ async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
 }
 
 /// With `--self-managed-certs`, find or create the certificates in the cluster and write them
-/// where the server reads them, before it loads them. The leader publishes the CA bundle; without
-/// a watch loop (no election) every replica may, which is safe: they publish the same Secret.
+/// where the server reads them, before it loads them. The elected leader rotates and publishes
+/// the CA bundle.
 async fn manage_certificates(
     args: &ServeArgs,
     options: &server::Options,
-    watch: &watch::WatchHandle,
+    leader: tokio::sync::watch::Receiver<bool>,
     metrics: certmgr::metrics::Metrics,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     if args.certs.self_managed_certs != Some(true) {
         return Ok(None);
     }
-    let timeout = args.watch.api_timeout.max(Duration::from_secs(1));
-    let client = watch::connect(&args.watch, timeout).await.map_err(|e| {
-        anyhow::anyhow!(
-            "self-managed certificates need the cluster (pass --self-managed-certs=false to \
+    let timeout = args.client.api_timeout.max(Duration::from_secs(1));
+    let client = cluster::client::connect(&args.client, timeout, true)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "self-managed certificates need the cluster (pass --self-managed-certs=false to \
                  serve the files in --tls-dir/--tls-cert instead): {e}"
-        )
-    })?;
-    let leader = if args.watch.no_watch {
-        tokio::sync::watch::channel(true).1
-    } else {
-        watch.leader.clone()
-    };
+            )
+        })?;
     let dir = options
         .certs
         .cert
@@ -203,8 +237,8 @@ impl CertMode {
 /// Arguments of `serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Address of the HTTPS admission listener.
-    #[arg(long, env = "KSVC_WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
+    /// Address of the HTTPS admission listener (`HOST:PORT`, or `:PORT` for every interface).
+    #[arg(long, env = "KSVC_WEBHOOK_LISTEN", default_value = "0.0.0.0:8443", value_parser = parse_listen_addr)]
     pub listen: SocketAddr,
     /// PEM certificate chain of the serving certificate (default: `certs/tls.crt`). Given
     /// outside a cluster, it is served as it is (no self-managed certificates).
@@ -224,8 +258,9 @@ pub struct ServeArgs {
     /// Offer HTTP/2 through ALPN (off: kube-apiserver talks HTTP/1.1 to webhooks).
     #[arg(long, env = "KSVC_WEBHOOK_HTTP2")]
     pub http2: bool,
-    /// Plain-HTTP address serving only /healthz, /readyz and /metrics (off when unset).
-    #[arg(long, env = "KSVC_WEBHOOK_METRICS_LISTEN")]
+    /// Plain-HTTP address serving only /healthz, /readyz and /metrics (off when unset;
+    /// `HOST:PORT`, or `:PORT` for every interface).
+    #[arg(long, env = "KSVC_WEBHOOK_METRICS_LISTEN", value_parser = parse_listen_addr)]
     pub metrics_listen: Option<SocketAddr>,
     /// A client that has not finished its TLS handshake or request headers by then is cut off.
     #[arg(long, env = "KSVC_WEBHOOK_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
@@ -233,6 +268,32 @@ pub struct ServeArgs {
     /// After SIGTERM: how long to keep answering (readiness already failing) before draining.
     #[arg(long, env = "KSVC_WEBHOOK_DRAIN_PERIOD", default_value = "5s", value_parser = parse_duration)]
     pub drain_period: Duration,
+    /// After the drain period: how long requests in flight may take to finish; the connections
+    /// still open then are dropped.
+    #[arg(long, env = "KSVC_WEBHOOK_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+    /// An admission request whose body has not arrived by then is answered 408 (keep it at or
+    /// below the webhook's `timeoutSeconds`).
+    #[arg(long, env = "KSVC_WEBHOOK_REQUEST_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Bytes of admission request bodies held at once, all requests together (e.g. 64Mi);
+    /// beyond it new requests get 503 with Retry-After.
+    #[arg(long, env = "KSVC_WEBHOOK_BODY_BUDGET", default_value = "64Mi", value_parser = parse_bytes)]
+    pub body_budget: usize,
+    /// The part of --body-budget only bodies of at most 256 KiB may use, so large uploads never
+    /// starve the small reviews kube-apiserver sends.
+    #[arg(long, env = "KSVC_WEBHOOK_SMALL_BODY_RESERVE", default_value = "16Mi", value_parser = parse_bytes)]
+    pub small_body_reserve: usize,
+    /// Open connections per listener; more are closed at once.
+    #[arg(long, env = "KSVC_WEBHOOK_MAX_CONNECTIONS", default_value_t = 256)]
+    pub max_connections: usize,
+    /// Open connections per listener from one peer address; more are closed at once.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_MAX_CONNECTIONS_PER_IP",
+        default_value_t = 64
+    )]
+    pub max_connections_per_ip: usize,
     /// Tokio worker threads (default: the CPUs this process may run on; 1 runs the
     /// current-thread scheduler).
     #[arg(long, env = "KSVC_WEBHOOK_WORKERS")]
@@ -242,6 +303,10 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
     #[command(flatten)]
     pub watch: WatchArgs,
     #[command(flatten)]

@@ -140,6 +140,22 @@ pub async fn update_raw<F>(
     name: &str,
     timeout: Duration,
     backoff: &Backoff,
+    edit: F,
+) -> Result<Updated>
+where
+    F: FnMut(&mut Value) -> bool,
+{
+    update_raw_with(api, name, timeout, backoff, false, edit).await
+}
+
+/// [`update_raw`], as a server dry run when `dry_run` (admission and validation run, nothing
+/// is stored).
+pub async fn update_raw_with<F>(
+    api: &Api<DynamicObject>,
+    name: &str,
+    timeout: Duration,
+    backoff: &Backoff,
+    dry_run: bool,
     mut edit: F,
 ) -> Result<Updated>
 where
@@ -148,8 +164,12 @@ where
     let what = format!("update {name}");
     // The edit is shared by the attempts; it is only ever called between two awaits.
     let edit = std::sync::Mutex::new(&mut edit);
+    let pp = PostParams {
+        field_manager: Some(keys::FIELD_MANAGER.into()),
+        dry_run,
+    };
     retry_on_conflict(&what, backoff, || {
-        update_once(api, name, &what, timeout, &edit)
+        update_once(api, name, &what, timeout, &pp, &edit)
     })
     .await
 }
@@ -159,6 +179,7 @@ async fn update_once<F>(
     name: &str,
     what: &str,
     timeout: Duration,
+    pp: &PostParams,
     edit: &std::sync::Mutex<&mut F>,
 ) -> Result<Updated>
 where
@@ -179,11 +200,7 @@ where
         return Ok(Updated::Unchanged);
     }
     let obj: DynamicObject = serde_json::from_value(raw).map_err(encode)?;
-    let pp = PostParams {
-        field_manager: Some(keys::FIELD_MANAGER.into()),
-        ..Default::default()
-    };
-    let written = timed(what, timeout, api.replace(name, &pp, &obj)).await?;
+    let written = timed(what, timeout, api.replace(name, pp, &obj)).await?;
     Ok(Updated::Written(
         serde_json::to_value(written).map_err(encode)?,
     ))

@@ -1,6 +1,6 @@
 //! The server's Prometheus metrics and the `/metrics` text encoding.
 //!
-//! Owns the admission and certificate metrics; other components register theirs into the same
+//! Owns the admission, connection and certificate metrics; other components register theirs into the same
 //! `prometheus_client` [`Registry`] before the server starts (see [`super::Server::registry_mut`]).
 //! Label values come from closed sets (operations, results, rule names) so cardinality stays
 //! bounded. Never records object contents.
@@ -34,6 +34,19 @@ struct ReloadLabels {
     result: &'static str,
 }
 
+/// Labels of the open-connection gauge.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabels {
+    listener: &'static str,
+}
+
+/// Labels of the refused-connection counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusedLabels {
+    listener: &'static str,
+    reason: &'static str,
+}
+
 /// What became of one admission request (the `result` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -47,6 +60,10 @@ pub enum Outcome {
     WrongType,
     /// The decision panicked (a bug); answered 400 rather than 500.
     Failed,
+    /// 408: the body had not arrived by `--request-timeout`.
+    TimedOut,
+    /// 503: the body did not fit in `--body-budget`.
+    OverBudget,
 }
 
 impl Outcome {
@@ -58,6 +75,8 @@ impl Outcome {
             Self::TooLarge => "too_large",
             Self::WrongType => "unsupported_media_type",
             Self::Failed => "failed",
+            Self::TimedOut => "timeout",
+            Self::OverBudget => "over_budget",
         }
     }
 }
@@ -70,6 +89,9 @@ pub struct Metrics {
     rejections: Family<RuleLabels, Counter>,
     cert_expiry: Gauge<i64, AtomicI64>,
     cert_reloads: Family<ReloadLabels, Counter>,
+    connections: Family<ListenerLabels, Gauge<i64, AtomicI64>>,
+    connections_refused: Family<RefusedLabels, Counter>,
+    body_bytes: Gauge<i64, AtomicI64>,
 }
 
 impl Metrics {
@@ -83,6 +105,9 @@ impl Metrics {
             rejections: Family::default(),
             cert_expiry: Gauge::default(),
             cert_reloads: Family::default(),
+            connections: Family::default(),
+            connections_refused: Family::default(),
+            body_bytes: Gauge::default(),
         };
         let reg = registry.sub_registry_with_prefix("ksvc_webhook");
         reg.register(
@@ -118,7 +143,40 @@ impl Metrics {
                 .get_or_create(&ReloadLabels { result })
                 .inc_by(0);
         }
+        reg.register(
+            "connections",
+            "Open connections by listener (admission: the TLS port; plain: --metrics-listen)",
+            metrics.connections.clone(),
+        );
+        reg.register(
+            "connections_refused",
+            "Connections closed at once by listener and cap (max_connections, max_connections_per_ip)",
+            metrics.connections_refused.clone(),
+        );
+        reg.register(
+            "admission_body_bytes",
+            "Request body bytes reserved by admission requests being read or decided",
+            metrics.body_bytes.clone(),
+        );
         metrics
+    }
+
+    /// The gauge of `listener`'s open connections.
+    pub(crate) fn connections(&self, listener: &'static str) -> Gauge<i64, AtomicI64> {
+        self.connections
+            .get_or_create(&ListenerLabels { listener })
+            .clone()
+    }
+
+    /// Count one connection `listener` closed at once for `reason`.
+    pub(crate) fn connection_refused(&self, listener: &'static str, reason: &'static str) {
+        let labels = RefusedLabels { listener, reason };
+        self.connections_refused.get_or_create(&labels).inc();
+    }
+
+    /// The gauge of reserved body bytes.
+    pub(crate) fn body_bytes(&self) -> Gauge<i64, AtomicI64> {
+        self.body_bytes.clone()
     }
 
     /// Count one admission request and its latency.
@@ -203,6 +261,10 @@ mod tests {
         metrics.rejected(&["name"]);
         metrics.cert_loaded(1_800_000_000);
         metrics.cert_reload_failed();
+        metrics.observe("CREATE", Outcome::TimedOut, 10.0);
+        metrics.connection_refused("admission", "max_connections");
+        metrics.connections("admission").set(3);
+        metrics.body_bytes().set(1024);
         let text = Exposition::new(registry).encode().unwrap();
         for want in [
             r#"ksvc_webhook_admission_requests_total{operation="CREATE",result="allowed"} 1"#,
@@ -210,7 +272,11 @@ mod tests {
             r#"ksvc_webhook_admission_rejections_total{rule="name"} 1"#,
             "ksvc_webhook_certificate_expiry_timestamp_seconds 1800000000",
             r#"ksvc_webhook_certificate_reloads_total{result="error"} 1"#,
-            "ksvc_webhook_admission_duration_seconds_count 2",
+            "ksvc_webhook_admission_duration_seconds_count 3",
+            r#"ksvc_webhook_admission_requests_total{operation="CREATE",result="timeout"} 1"#,
+            r#"ksvc_webhook_connections_refused_total{listener="admission",reason="max_connections"} 1"#,
+            r#"ksvc_webhook_connections{listener="admission"} 3"#,
+            "ksvc_webhook_admission_body_bytes 1024",
         ] {
             assert!(text.contains(want), "missing {want} in\n{text}");
         }

@@ -7,15 +7,21 @@
 //! Extension points, to be wired before `bind`:
 //! - [`Server::policy`]: the `Arc<ArcSwap<Policy>>` every review reads; `store` a new policy
 //!   to hot-reload it (the next request sees it).
-//! - [`Server::merge_routes`]: extra axum routes served on both the TLS and the plain listener.
+//! - [`Server::merge_routes`]: extra axum routes served on the TLS listener (the plain one serves
+//!   only probes and metrics).
 //! - [`Server::readiness`] → [`Readiness::gate`]: a named flag `/readyz` waits for.
 //! - [`Server::registry_mut`]: the Prometheus registry `/metrics` encodes.
 //! - [`Server::guard_metrics`]: an access check `/metrics` requests pass first.
 //! - [`Server::revision_owners`]: the watch cache's view of a revision's Service, for the
 //!   revision guard (without it every owner is unknown).
 
+mod body;
+pub mod budget;
 pub mod catalogue;
+mod conns;
+mod idle;
 mod listen;
+pub mod memory;
 pub mod metrics;
 pub mod process;
 pub mod readiness;
@@ -32,10 +38,11 @@ use arc_swap::ArcSwap;
 use axum::Router;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 use crate::admission::Policy;
 use crate::admission::guard::OwnerView;
+use budget::BodyBudget;
+use conns::ConnLimits;
 use metrics::{Exposition, Metrics};
 pub use readiness::Readiness;
 pub use shutdown::Shutdown;
@@ -52,6 +59,8 @@ pub enum Error {
     },
     #[error("cannot load the serving certificate")]
     Tls(#[from] tls::Error),
+    #[error("invalid limits: {0}")]
+    Limits(&'static str),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -66,6 +75,41 @@ pub struct Options {
     pub http2: bool,
     pub header_read_timeout: Duration,
     pub drain_period: Duration,
+    /// After the drain: how long connections get to finish before they are dropped.
+    pub shutdown_timeout: Duration,
+    pub limits: Limits,
+}
+
+/// What one client may make the server hold (docs/reliability.md has the arithmetic).
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// An admission request's body must have arrived by then (answer 408 otherwise).
+    pub request_timeout: Duration,
+    /// Bytes of admission bodies being read or decided, all together (503 beyond).
+    pub body_budget: usize,
+    /// Part of `body_budget` only bodies of at most [`budget::SMALL_BODY`] bytes may use.
+    pub small_body_reserve: usize,
+    /// Open connections per listener.
+    pub max_connections: usize,
+    /// Open connections per listener from one peer address.
+    pub max_connections_per_ip: usize,
+}
+
+impl Limits {
+    fn check(&self) -> Result<()> {
+        let problem = match () {
+            () if self.small_body_reserve >= self.body_budget => {
+                "--small-body-reserve must be below --body-budget"
+            }
+            () if self.max_connections == 0 => "--max-connections must be at least 1",
+            () if self.max_connections_per_ip == 0 => "--max-connections-per-ip must be at least 1",
+            () if self.max_connections_per_ip > self.max_connections => {
+                "--max-connections-per-ip must not exceed --max-connections"
+            }
+            () => return Ok(()),
+        };
+        Err(Error::Limits(problem))
+    }
 }
 
 /// A server being wired, not yet listening.
@@ -114,8 +158,9 @@ impl Server {
         &mut self.registry
     }
 
-    /// Serve `routes` too, on the TLS listener and the plain one. Paths must not clash with
-    /// `/mutate`, `/healthz`, `/readyz` or `/metrics` (axum panics at wiring time if they do).
+    /// Serve `routes` too, on the TLS listener only. Paths must not clash with `/mutate`,
+    /// `/healthz`, `/readyz` or `/metrics` (axum panics at wiring time if they do). Requests
+    /// carry a [`shutdown::Stopping`] extension: long-lived answers end when it resolves.
     pub fn merge_routes(&mut self, routes: Router) {
         let current = std::mem::take(&mut self.extra_routes);
         self.extra_routes = current.merge(routes);
@@ -133,7 +178,10 @@ impl Server {
     }
 
     /// Load the certificates and bind the listeners.
+    /// Check the limits, load the certificates and bind the listeners.
     pub async fn bind(self) -> Result<Bound> {
+        let limits = &self.options.limits;
+        limits.check()?;
         let (certs, reloader) =
             Certificates::load(self.options.certs.clone(), self.metrics.clone()).await?;
         let tls = certs.server_config(self.options.http2)?;
@@ -145,29 +193,46 @@ impl Server {
             Some(addr) => Some(bind(addr).await?),
             None => None,
         };
+        let shutdown = Shutdown::new(self.readiness.clone());
+        let budget = BodyBudget::new(
+            limits.body_budget,
+            limits.small_body_reserve,
+            self.metrics.body_bytes(),
+        );
         let state = routes::AppState {
             policy: self.policy,
-            metrics: self.metrics,
-            readiness: self.readiness.clone(),
+            metrics: self.metrics.clone(),
+            readiness: self.readiness,
             exposition: Exposition::new(self.registry),
             metrics_guard: self.metrics_guard,
             revision_owners: self.revision_owners,
+            budget,
+            request_timeout: limits.request_timeout,
+            stopping: shutdown.stopping(),
         };
-        let serving = |router, tls| listen::Serving {
+        let serving = |router, tls, name| listen::Serving {
             router,
             tls,
             header_read_timeout: self.options.header_read_timeout,
+            conns: ConnLimits::new(
+                limits.max_connections,
+                limits.max_connections_per_ip,
+                self.metrics.connections(name),
+            ),
+            metrics: self.metrics.clone(),
+            name,
         };
         Ok(Bound {
             tls_serving: serving(
-                routes::admission_router(state.clone(), self.extra_routes.clone()),
+                routes::admission_router(state.clone(), self.extra_routes),
                 Some(tokio_rustls::TlsAcceptor::from(tls)),
+                "admission",
             ),
-            plain_serving: serving(routes::probe_router(state, self.extra_routes), None),
+            plain_serving: serving(routes::probe_router(state), None, "plain"),
             tls_listener,
             plain_listener,
             reloader,
-            shutdown: Shutdown::new(self.readiness),
+            shutdown,
             options: self.options,
         })
     }
@@ -207,37 +272,79 @@ impl Bound {
     }
 
     /// Serve until shut down: after [`Shutdown::trigger`], keep answering for the drain period,
-    /// then stop accepting and return once every in-flight request has been answered.
+    /// then stop accepting, end long-lived answers, and return once every connection has
+    /// finished, or after `--shutdown-timeout`, dropping the ones still open.
     pub async fn run(self) {
         let reload = tokio::spawn(self.reloader.run(self.options.cert_reload_interval));
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let stopped = |mut rx: watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|&stop| stop).await;
-        };
         let drain = self.options.drain_period;
+        let bound = self.options.shutdown_timeout;
         let shutdown = self.shutdown;
-        let stopper = async move {
+        let stopper = async {
             shutdown.triggered().await;
             tracing::info!(
                 drain_ms = drain.as_millis() as u64,
                 "shutdown: readiness failed, draining"
             );
-            tokio::time::sleep(drain).await;
-            tracing::info!("shutdown: no longer accepting, finishing in-flight requests");
-            stop_tx.send_replace(true);
+            // A stop asked for at once (Ctrl-C) cuts the drain short.
+            let mut stopping = shutdown.stopping();
+            tokio::select! {
+                () = tokio::time::sleep(drain) => {}
+                () = stopping.wait() => {}
+            }
+            tracing::info!(
+                bound_ms = bound.as_millis() as u64,
+                "shutdown: no longer accepting, finishing in-flight requests"
+            );
+            shutdown.stop();
         };
-        let tls = listen::serve(
-            self.tls_listener,
-            self.tls_serving,
-            stopped(stop_rx.clone()),
-        );
+        let stopped = || {
+            let mut stopping = shutdown.stopping();
+            async move { stopping.wait().await }
+        };
+        let tls = listen::serve(self.tls_listener, self.tls_serving, stopped(), bound);
         let plain = async {
             if let Some(listener) = self.plain_listener {
-                listen::serve(listener, self.plain_serving, stopped(stop_rx)).await;
+                listen::serve(listener, self.plain_serving, stopped(), bound).await;
             }
         };
         tokio::join!(stopper, tls, plain);
         reload.abort();
         tracing::info!("shutdown complete");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_that_contradict_each_other_are_refused() {
+        let ok = Limits {
+            request_timeout: Duration::from_secs(10),
+            body_budget: 64 << 20,
+            small_body_reserve: 16 << 20,
+            max_connections: 256,
+            max_connections_per_ip: 64,
+        };
+        assert!(ok.check().is_ok());
+        type Break = fn(&mut Limits);
+        let cases: [(Break, &str); 4] = [
+            (
+                |l| l.small_body_reserve = l.body_budget,
+                "--small-body-reserve",
+            ),
+            (|l| l.max_connections = 0, "--max-connections must"),
+            (
+                |l| l.max_connections_per_ip = 0,
+                "--max-connections-per-ip must be",
+            ),
+            (|l| l.max_connections_per_ip = 257, "must not exceed"),
+        ];
+        for (break_it, want) in cases {
+            let mut limits = ok.clone();
+            break_it(&mut limits);
+            let err = limits.check().unwrap_err().to_string();
+            assert!(err.contains(want), "{err}");
+        }
     }
 }

@@ -1,33 +1,36 @@
 //! The HTTP routes: `POST /mutate` over the admission core, and the probes and metrics.
 //!
 //! Translates HTTP to and from [`crate::admission::review`], which stays a black box here: a body
-//! that is not JSON-typed gets 415, one over [`BODY_LIMIT`] 413, one the core cannot decode 400
-//! with a JSON error, and a decoded review 200 with the decision inside. Never answers 500 and
-//! never logs the object.
+//! that is not JSON-typed gets 415, one over [`BODY_LIMIT`] 413, one the byte budget cannot take
+//! 503 with `Retry-After`, one that has not arrived by the request deadline 408 (all read by
+//! [`super::body`]), one the core cannot decode 400 with a JSON error, and a decoded review 200
+//! with the decision inside. Never answers 500 and never logs the object.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::future::BoxFuture;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 
+pub use super::body::BODY_LIMIT;
+use super::body::{self, Error as BodyError};
+use super::budget::BodyBudget;
 use super::metrics::{Exposition, Metrics, Outcome};
 use super::readiness::{Readiness, Status};
+use super::shutdown::Stopping;
 use crate::admission::guard::{self, Owner, OwnerView};
 use crate::admission::{self, Policy};
 
-/// The largest request body accepted: an UPDATE review carries two objects of up to 3 MiB each.
-pub const BODY_LIMIT: usize = 7 * 1024 * 1024;
-
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What a client over the byte budget is told to wait before retrying, in seconds.
+const RETRY_AFTER_SECS: &str = "1";
 
 /// What the handlers share.
 #[derive(Debug, Clone)]
@@ -41,6 +44,13 @@ pub struct AppState {
     /// What the watch cache knows of a revision's Service, for the revision guard (`None`: no
     /// cache, every owner unknown).
     pub revision_owners: Option<OwnerView>,
+    /// The bytes every admission body being read or decided reserves first.
+    pub budget: Arc<BodyBudget>,
+    /// How long an admission request may take to arrive (`--request-timeout`).
+    pub request_timeout: Duration,
+    /// Resolves once the server stops accepting; handed to every request of the TLS router as
+    /// an extension, so that long-lived answers (`/apps/watch`) end then.
+    pub stopping: Stopping,
 }
 
 /// An access check of a route; `Err` is the response to send instead of the route's.
@@ -52,26 +62,27 @@ pub trait Guard: Send + Sync + std::fmt::Debug {
 /// Shared by reference: axum clones the state for every request.
 type Shared = Arc<AppState>;
 
-/// The TLS router: admission, probes, metrics and the `extra` routes.
+/// The TLS router: admission, probes, metrics and the `extra` routes (the status API).
 pub fn admission_router(state: AppState, extra: Router) -> Router {
+    let stopping = state.stopping.clone();
     let state = Arc::new(state);
     Router::new()
         .route("/mutate", post(mutate))
         .route(guard::PATH, post(validate_revision_delete))
         .with_state(state.clone())
-        .merge(probe_router(state, extra))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .merge(probe_router(state))
+        .merge(extra)
+        .layer(Extension(stopping))
 }
 
-/// The plain-HTTP router: probes, metrics and the `extra` routes, no admission.
-pub fn probe_router(state: impl Into<Shared>, extra: Router) -> Router {
+/// The plain-HTTP router: probes and metrics only.
+pub fn probe_router(state: impl Into<Shared>) -> Router {
     let state: Shared = state.into();
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(state)
-        .merge(extra)
 }
 
 async fn mutate(State(state): State<Shared>, request: Request) -> Response {
@@ -92,13 +103,14 @@ async fn validate_revision_delete(State(state): State<Shared>, request: Request)
     .await
 }
 
-/// Check the type, read the body and [`decide`] with `review`.
+/// Check the type, read the body by the deadline and [`decide`] with `review`.
 async fn answer(
     state: &AppState,
     request: Request,
     review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
 ) -> Response {
     let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + state.request_timeout;
     if !is_json(request.headers().get(header::CONTENT_TYPE)) {
         state
             .metrics
@@ -108,14 +120,26 @@ async fn answer(
             "Content-Type must be application/json",
         );
     }
-    let body = match read_body(request.into_body()).await {
-        Ok(body) => body,
-        Err((status, outcome, message)) => {
+    match body::read(request.into_body(), &state.budget, deadline).await {
+        // The reservation is released once the answer is built.
+        Ok(body) => decide(state, &body.bytes, started, review),
+        Err(refused) => {
+            let (status, outcome) = match refused {
+                BodyError::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::TooLarge),
+                BodyError::OverBudget(_) => (StatusCode::SERVICE_UNAVAILABLE, Outcome::OverBudget),
+                BodyError::TimedOut => (StatusCode::REQUEST_TIMEOUT, Outcome::TimedOut),
+                BodyError::Unreadable => (StatusCode::BAD_REQUEST, Outcome::Invalid),
+            };
             state.metrics.observe("", outcome, seconds(started));
-            return error(status, message);
+            tracing::debug!(error = %refused, "admission request not read");
+            let mut response = error(status, &refused.to_string());
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                let retry = HeaderValue::from_static(RETRY_AFTER_SECS);
+                response.headers_mut().insert(header::RETRY_AFTER, retry);
+            }
+            response
         }
-    };
-    decide(state, &body, started, review)
+    }
 }
 
 /// Run `review` on `body` and answer; a panic in the core is a bug, answered 400, not 500.
@@ -138,13 +162,13 @@ fn decide(
             state.metrics.observe(&s.operation, outcome, elapsed);
             state.metrics.rejected(&s.rejected_rules);
             tracing::info!(
-                uid = %s.uid, operation = %s.operation, namespace = %s.namespace, name = %s.name,
+                uid = ?s.uid, operation = ?s.operation, namespace = ?s.namespace, name = ?s.name,
                 dry_run = s.dry_run, allowed = s.allowed, patch_ops = s.patch_ops,
                 rejected_rules = ?s.rejected_rules, duration_us = (elapsed * 1e6) as u64,
                 "admission decision"
             );
             if let Some(failure) = &s.failure {
-                tracing::error!(uid = %s.uid, %failure, "admission refused: the webhook failed inside");
+                tracing::error!(uid = ?s.uid, ?failure, "admission refused: the webhook failed inside");
             }
             let json = HeaderValue::from_static("application/json");
             ([(header::CONTENT_TYPE, json)], reviewed.body).into_response()
@@ -162,25 +186,6 @@ fn decide(
                 "the webhook failed to decide on this review (a bug in ksvc-webhook)",
             )
         }
-    }
-}
-
-type BodyError = (StatusCode, Outcome, &'static str);
-
-/// Buffer the body up to [`BODY_LIMIT`]; one chunk (the usual case) is not copied.
-async fn read_body(body: Body) -> Result<Bytes, BodyError> {
-    match Limited::new(body, BODY_LIMIT).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => Err((
-            StatusCode::PAYLOAD_TOO_LARGE,
-            Outcome::TooLarge,
-            "request body is over the 7 MiB limit",
-        )),
-        Err(_) => Err((
-            StatusCode::BAD_REQUEST,
-            Outcome::Invalid,
-            "cannot read the request body",
-        )),
     }
 }
 
@@ -253,6 +258,8 @@ mod tests {
     /// and counted under its rule.
     #[tokio::test]
     async fn the_revision_guard_refuses_and_counts() {
+        use axum::body::Body;
+        use http_body_util::BodyExt as _;
         use tower::ServiceExt as _;
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = Metrics::register(&mut registry);
@@ -263,6 +270,9 @@ mod tests {
             exposition: Exposition::new(registry),
             metrics_guard: None,
             revision_owners: None,
+            budget: BodyBudget::new(BODY_LIMIT, 0, Default::default()),
+            request_timeout: Duration::from_secs(10),
+            stopping: super::super::Shutdown::new(Readiness::default()).stopping(),
         };
         let review = serde_json::json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",

@@ -12,32 +12,9 @@ pub struct WatchArgs {
     /// Do not run the watch loop (no app status, no stop teardown); admission still works.
     #[arg(long, env = "KSVC_WEBHOOK_NO_WATCH")]
     pub no_watch: bool,
-    /// Kubeconfig file of the server (the watch loop and the certificate manager); default: the
-    /// in-cluster config, then `$KUBECONFIG` or `~/.kube/config`.
-    #[arg(long, env = "KSVC_WEBHOOK_KUBECONFIG")]
-    pub kubeconfig: Option<std::path::PathBuf>,
     /// Watch KServices in this namespace only; default: all namespaces.
     #[arg(long, env = "KSVC_WEBHOOK_WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
-    /// Namespace of the leader-election Lease; default: the pod's (the client's default) namespace.
-    #[arg(long, env = "KSVC_WEBHOOK_LEASE_NAMESPACE")]
-    pub lease_namespace: Option<String>,
-    /// Name of the leader-election Lease.
-    #[arg(
-        long,
-        env = "KSVC_WEBHOOK_LEASE_NAME",
-        default_value = "ksvc-webhook-watch"
-    )]
-    pub lease_name: String,
-    /// This replica's identity in the Lease (set from the downward API); default: a generated one.
-    #[arg(long, env = "KSVC_WEBHOOK_POD_NAME")]
-    pub pod_name: Option<String>,
-    /// How long a Lease stays valid without renewal (the holder renews every third of it).
-    #[arg(long, env = "KSVC_WEBHOOK_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
-    pub lease_duration: Duration,
-    /// Timeout of every Kubernetes API call of the loop.
-    #[arg(long, env = "KSVC_WEBHOOK_API_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
-    pub api_timeout: Duration,
     /// Time between full re-reconciles of every app.
     #[arg(long, env = "KSVC_WEBHOOK_RESYNC_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     pub resync_interval: Duration,
@@ -64,9 +41,9 @@ mod tests {
     #[test]
     fn watch_args_are_well_formed_and_default_sensibly() {
         WithWatch::command().debug_assert();
-        let parsed = WithWatch::try_parse_from(["x", "--no-watch", "--lease-name", "l"]).unwrap();
+        let parsed = WithWatch::try_parse_from(["x", "--no-watch", "--watch-buffer", "8"]).unwrap();
         assert!(parsed.watch.no_watch);
-        assert_eq!(parsed.watch.lease_name, "l");
-        assert_eq!(parsed.watch.api_timeout, Duration::from_secs(10));
+        assert_eq!(parsed.watch.watch_buffer, 8);
+        assert_eq!(parsed.watch.resync_interval, Duration::from_secs(300));
     }
 }

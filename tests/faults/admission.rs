@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use ksvc_webhook::apps::args::StatusApiArgs;
+use ksvc_webhook::cluster::election::LeaseArgs;
 use ksvc_webhook::watch::args::WatchArgs;
 
 use crate::common::{SLACK, since_fault};
-use crate::harness;
-use crate::support::FakeApi;
-use crate::support::fake_api::Fault;
+use support::FakeApi;
+use support::fake_api::Fault;
+use support::harness;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
@@ -21,15 +22,21 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
         fake.inject("list", resource, None, Fault::Status(500), 3);
     }
     let dir = tempfile::tempdir().unwrap();
-    let args = WatchArgs {
-        no_watch: false,
+    let client = ksvc_webhook::cluster::client::ClientArgs {
         kubeconfig: Some(fake.kubeconfig(dir.path())),
-        watch_namespace: None,
+        context: None,
+        api_timeout: Duration::from_secs(3),
+    };
+    // The cache is all this needs: an election that never starts (no replica leads).
+    let election = ksvc_webhook::cluster::election::Election::new(&LeaseArgs {
         lease_namespace: Some("system".into()),
         lease_name: "ksvc-webhook-watch".into(),
         pod_name: Some("replica-a".into()),
         lease_duration: Duration::from_secs(15),
-        api_timeout: Duration::from_secs(3),
+    });
+    let args = WatchArgs {
+        no_watch: false,
+        watch_namespace: None,
         resync_interval: Duration::from_secs(300),
         watch_buffer: 16,
         write_concurrency: std::num::NonZeroUsize::MIN,
@@ -38,7 +45,7 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
     let server = harness::start(
         |_| {},
         |server| {
-            let handle = ksvc_webhook::watch::spawn(&args, server.policy());
+            let handle = ksvc_webhook::watch::spawn(&args, &client, &election, server.policy());
             let open = StatusApiArgs {
                 status_auth: false,
                 status_auth_cache_ttl: Duration::from_secs(10),
@@ -56,7 +63,9 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
                 metrics_auth: false,
             };
             let metrics = ksvc_webhook::apps::auth::StatusMetrics::default();
-            server.merge_routes(ksvc_webhook::apps::router(&handle, &metrics, &args, &open));
+            server.merge_routes(ksvc_webhook::apps::router(
+                &handle, &metrics, &client, &open,
+            ));
             watch = Some(handle);
         },
     )

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use tracing::instrument::WithSubscriber;
 
 use crate::common::{Logs, Outcome, report, since_fault};
-use crate::support::FakeApi;
-use crate::support::fake_api::Fault;
+use support::FakeApi;
+use support::fake_api::Fault;
 
 pub const NS: &str = "ksvc-system";
 pub const SECRET: &str = "ksvc-webhook-certs";

@@ -14,8 +14,8 @@ use tokio::sync::watch;
 use tracing::instrument::WithSubscriber;
 
 use crate::common::{Logs, Outcome, report, since_fault, until};
-use crate::support::FakeApi;
-use crate::support::fake_api::Fault;
+use support::FakeApi;
+use support::fake_api::Fault;
 
 const TIMES: u32 = 2;
 

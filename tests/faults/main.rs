@@ -13,17 +13,6 @@
 //! time, which docs/reliability.md reports.
 
 #[cfg(test)]
-#[path = "../support/mod.rs"]
-mod support;
-
-// The server harness of tests/server: a server on 127.0.0.1 with generated certificates and a
-// client that connects as kube-apiserver does.
-#[cfg(test)]
-#[allow(dead_code)]
-#[path = "../server/harness.rs"]
-mod harness;
-
-#[cfg(test)]
 mod admission;
 #[cfg(test)]
 mod certs;
@@ -42,7 +31,7 @@ mod common {
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
-    use crate::support::fake_api::Fault;
+    use support::fake_api::Fault;
 
     /// Slack on every measured bound: scheduling on a busy 2-core CI machine, certificate
     /// generation, HTTP round trips. The bounds themselves are the loops' backoff steps.
@@ -115,7 +104,7 @@ mod common {
     }
 
     /// Time from the fault's last hit to `recovered`.
-    pub fn since_fault(fake: &crate::support::FakeApi, recovered: Instant) -> Duration {
+    pub fn since_fault(fake: &support::FakeApi, recovered: Instant) -> Duration {
         let last = fake.last_fault_at().expect("the fault was served");
         recovered.saturating_duration_since(last)
     }

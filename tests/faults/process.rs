@@ -17,8 +17,8 @@ use crate::certs::{
 };
 use crate::common::{Logs, SLACK, until};
 use crate::lease::options;
-use crate::support::{FakeApi, ksvc, revision};
 use crate::watch::Loop;
+use support::{FakeApi, ksvc, revision};
 
 /// A replica as `serve` runs it: an elector and a loop following it.
 struct Replica {

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::certs::{CONFIGS, webhook_config};
 use crate::common::SLACK;
-use crate::support::FakeApi;
-use crate::support::fake_api::Fault;
+use support::FakeApi;
+use support::fake_api::Fault;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
 const BUDGET_SECS: u64 = 3;

@@ -20,8 +20,8 @@ use tokio::sync::watch;
 use tracing::instrument::WithSubscriber;
 
 use crate::common::{Logs, Outcome, report, since_fault, until};
-use crate::support::fake_api::Fault;
-use crate::support::{FakeApi, ksvc, revision};
+use support::fake_api::Fault;
+use support::{FakeApi, ksvc, revision};
 
 const TIMES: u32 = 2;
 /// The client's read timeout in rows where a list or watch never answers.

@@ -1,5 +1,7 @@
 //! The real binary: `certs` writes a usable pair, `serve` answers over it, and a real SIGTERM
-//! fails readiness, keeps answering during the drain, then exits 0.
+//! fails readiness, keeps answering during the drain, then exits 0; a Ctrl-C (SIGINT) at a
+//! terminal ends it at once; `--listen :PORT` binds every interface; a missing `--kubeconfig`
+//! fails the start with one sentence instead of retrying forever.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -8,7 +10,7 @@ use std::time::Duration;
 
 use hyper::StatusCode;
 
-use crate::harness::{self, review};
+use support::harness::{self, KillOnDrop, review};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
 
@@ -86,22 +88,86 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
     assert!(status.success(), "{status}");
 }
 
-/// Kills the server if the test fails before it exits on its own.
-pub(crate) struct KillOnDrop(pub(crate) Option<std::process::Child>);
-
-impl KillOnDrop {
-    pub(crate) fn get(&mut self) -> &mut std::process::Child {
-        self.0.as_mut().unwrap()
-    }
+/// A generated CA and serving pair in `dir/certs`.
+fn certs(dir: &std::path::Path) -> std::path::PathBuf {
+    let certs = dir.join("certs");
+    let out = Command::new(BIN)
+        .args(["certs", "--service-namespace", "ksvc-system", "--out"])
+        .arg(&certs)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    certs
 }
 
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+#[tokio::test]
+async fn ctrl_c_skips_the_drain_and_listen_takes_a_bare_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            &format!(":{port}"),
+            "--drain-period",
+            "60s",
+        ])
+        .args(["--self-managed-certs=false", "--no-watch", "--tls-dir"])
+        .arg(&certs)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(Some(child));
+    let addr = listen_addr(child.get().stdout.take().unwrap());
+    assert_eq!(
+        addr.to_string(),
+        format!("0.0.0.0:{port}"),
+        "`:PORT` is every interface"
+    );
+    let started = std::time::Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.get().id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = tokio::task::spawn_blocking(move || child.get().wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "a Ctrl-C waited out the 60 s drain: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_missing_kubeconfig_fails_the_start_in_one_sentence() {
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let sentence = "no kubeconfig at /nonexistent/kubeconfig (named by --kubeconfig)";
+    assert_eq!(err.matches(sentence).count(), 1, "{err}");
 }
 
 /// The HTTPS address from the `serving admission reviews listen=…` log line.
@@ -115,4 +181,55 @@ pub(crate) fn listen_addr(stdout: std::process::ChildStdout) -> SocketAddr {
         }
     }
     panic!("serve exited before logging its address");
+}
+
+#[tokio::test]
+async fn an_unreachable_cluster_is_said_once_at_warn_and_never_as_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    // Nothing listens on port 9: every connect is refused.
+    let kubeconfig = support::kubeconfig("http://127.0.0.1:9", "system", dir.path());
+    let child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--self-managed-certs=false",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--tls-dir")
+        .arg(&certs)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(Some(child));
+    let stdout = child.get().stdout.take().unwrap();
+    let lines = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    // Two rounds of retries (1 s, then 2 s), then a Ctrl-C.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let kill = Command::new("kill")
+        .args(["-INT", &child.get().id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let lines = lines.await.unwrap();
+    let text = lines.join("\n");
+    assert!(!text.contains(" ERROR "), "{text}");
+    let warned = lines
+        .iter()
+        .filter(|l| l.contains(" WARN ") && l.contains("admission is unaffected"))
+        .count();
+    // Once for each part that waits for the cluster (the election and the watch loop).
+    assert_eq!(warned, 2, "{text}");
+    assert!(
+        text.contains("The connection to the server 127.0.0.1:9 was refused"),
+        "{text}"
+    );
 }

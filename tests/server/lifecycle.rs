@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, Channel};
 use hyper::StatusCode;
 use tokio::sync::Semaphore;
 
-use crate::harness::{self, Pki, mutate_request, review};
+use support::harness::{self, Pki, mutate_request, review};
 
 const TRIES: usize = 500;
 

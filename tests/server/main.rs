@@ -6,9 +6,11 @@
 #[cfg(test)]
 mod cli;
 #[cfg(test)]
-mod harness;
+mod hostile;
 #[cfg(test)]
 mod lifecycle;
+#[cfg(test)]
+mod limits;
 #[cfg(test)]
 mod requests;
 #[cfg(test)]

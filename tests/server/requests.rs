@@ -9,7 +9,7 @@ use ksvc_webhook::server::routes::BODY_LIMIT;
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::harness::{self, full, mutate_request, review};
+use support::harness::{self, full, mutate_request, review};
 
 #[tokio::test]
 async fn keep_alive_serves_many_sequential_reviews_on_one_connection() {
@@ -41,11 +41,22 @@ async fn http2_only_when_enabled() {
         .await
         .unwrap();
     assert!(conn.h2, "h2 not negotiated although enabled");
-    for i in 0..20 {
-        let uid = format!("h2-{i}");
-        let sent = review(&uid, 100);
-        let (status, body) = conn.review(sent.clone()).await.unwrap();
-        harness::assert_answer(&uid, &sent, status, &body);
+    // Concurrent streams, more than one connection may carry at once: the rest wait their turn
+    // (once the client knows the server's settings, after the first answer; a client that
+    // opens more at once gets REFUSED_STREAM for the rest, safe to retry).
+    let (status, _) = conn.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    let streams = (0..20).map(|i| {
+        let mut stream = conn.stream();
+        tokio::spawn(async move {
+            let uid = format!("h2-{i}");
+            let sent = review(&uid, 100);
+            let (status, body) = stream.review(sent.clone()).await.unwrap();
+            harness::assert_answer(&uid, &sent, status, &body);
+        })
+    });
+    for stream in streams.collect::<Vec<_>>() {
+        stream.await.unwrap();
     }
 }
 
@@ -141,13 +152,14 @@ async fn probes_metrics_and_extension_points() {
     assert!(metrics.contains("extra_things_total 1"), "{metrics}");
     assert!(metrics.contains("ksvc_webhook_certificate_expiry_timestamp_seconds"));
 
-    // The plain listener: probes, metrics and extra routes, but no admission.
+    // The plain listener: probes and metrics, as its --help says; no admission, no extra
+    // routes (the status API is served over TLS only).
     let plain = server.metrics_addr.unwrap();
     for (path, want) in [
         ("/healthz", 200),
         ("/readyz", 200),
         ("/metrics", 200),
-        ("/apps", 200),
+        ("/apps", 404),
     ] {
         assert_eq!(plain_get(plain, "GET", path).await, want, "{path}");
     }

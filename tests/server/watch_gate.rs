@@ -2,7 +2,7 @@
 //! answers or refuses every list, is ready and answers reviews, while `/apps` answers 503.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,8 +12,8 @@ use axum::response::IntoResponse;
 use hyper::StatusCode;
 use serde_json::json;
 
-use crate::cli::{BIN, KillOnDrop, listen_addr};
-use crate::harness::{self, review};
+use crate::cli::{BIN, listen_addr};
+use support::harness::{self, KillOnDrop, review};
 
 /// `certs` output: a CA and a serving pair in `dir`; returns the CA's PEM.
 fn certs(dir: &Path) -> String {
@@ -35,18 +35,6 @@ fn certs(dir: &Path) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     std::fs::read_to_string(dir.join("ca.crt")).unwrap()
-}
-
-/// A kubeconfig naming `server`, with no credentials.
-fn kubeconfig(dir: &Path, server: SocketAddr) -> PathBuf {
-    let path = dir.join("kubeconfig");
-    let yaml = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    \
-         server: http://{server}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n    \
-         namespace: system\nusers:\n- name: u\n  user: {{}}\n"
-    );
-    std::fs::write(&path, yaml).unwrap();
-    path
 }
 
 /// An API server that accepts connections and never answers; counts the connections.
@@ -109,7 +97,11 @@ async fn admission_ready_while_the_loop_cannot_sync(api: SocketAddr, tried: Arc<
         .arg("--tls-dir")
         .arg(&tls)
         .arg("--kubeconfig")
-        .arg(kubeconfig(dir.path(), api))
+        .arg(support::kubeconfig(
+            &format!("http://{api}"),
+            "system",
+            dir.path(),
+        ))
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
         .spawn()

@@ -101,16 +101,7 @@ impl FakeApi {
 
     /// A kubeconfig in `dir` for this server (plain HTTP, namespace ksvc-system).
     pub fn kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
-        let path = dir.join("kubeconfig");
-        let config = format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
-             clusters: [{{name: fake, cluster: {{server: 'http://{}'}}}}]\n\
-             users: [{{name: fake, user: {{}}}}]\n\
-             contexts: [{{name: fake, context: {{cluster: fake, user: fake, namespace: ksvc-system}}}}]\n",
-            self.addr
-        );
-        std::fs::write(&path, config).unwrap();
-        path
+        crate::kubeconfig(&format!("http://{}", self.addr), "ksvc-system", dir)
     }
 
     /// Create or replace an object as another controller (Knative, a user) would, keeping the
@@ -264,6 +255,8 @@ pub enum Fault {
     /// An error `Status` with this code (403, 404, 409, 500 …). A 409 on a named object also
     /// changes it first, as the concurrent writer behind a real conflict would.
     Status(u16),
+    /// An error `Status` with this code, reason and message, as a real refusal words it.
+    Refusal(u16, &'static str, &'static str),
     /// 429 Too Many Requests with `Retry-After: 1`.
     Throttled,
     /// Never answer: the client's timeout ends the call.
@@ -287,7 +280,7 @@ impl Fault {
     /// The short name used in the fault table.
     pub fn label(self) -> String {
         match self {
-            Fault::Status(code) => code.to_string(),
+            Fault::Status(code) | Fault::Refusal(code, ..) => code.to_string(),
             Fault::Throttled => "429+Retry-After".into(),
             Fault::Hang => "timeout".into(),
             Fault::Drop => "dropped".into(),
@@ -303,6 +296,12 @@ impl Fault {
             (code, axum::Json(body)).into_response()
         };
         match self {
+            Fault::Refusal(code, reason, message) => {
+                let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                  "message": message, "reason": reason, "code": code});
+                let code = axum::http::StatusCode::from_u16(code).unwrap();
+                (code, axum::Json(body)).into_response()
+            }
             Fault::Status(403) => status(403, "Forbidden"),
             Fault::Status(404) => status(404, "NotFound"),
             Fault::Status(409) => status(409, "Conflict"),

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::inject::Kind;
+use super::kind::Kind;
 use crate::admission::ksvc;
 use crate::json::Node;
 use crate::json::edit::Editor;

@@ -12,9 +12,10 @@ use super::Template;
 use super::handover::{
     Fronts, Handover, Knative, PORT_ENV, PROBES, ProbePort, declares_port, env_ports, restore_port,
 };
-use super::inject::{Kind, Status};
+use super::inject::Status;
+use super::kind::Kind;
 use crate::admission::ksvc;
-use crate::admission::validate::{Violation, violation};
+use crate::admission::violation::{Violation, violation};
 use crate::json::Node;
 use crate::keys;
 

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::edited::{edited, put_back_if_edited};
 use super::handover::{self, Handover};
+use super::kind::Kind;
 use super::{Params, Template};
 use crate::admission::ksvc;
 use crate::json::Node;
@@ -88,38 +89,8 @@ pub struct Plan<'c> {
     pub handover: Option<Handover>,
 }
 
-/// The two lists a template adds to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    Container,
-    Volume,
-}
-
+/// What [`Kind`] reads of a status record (the rest of it lives in `kind.rs`).
 impl Kind {
-    pub(super) const ALL: [Kind; 2] = [Kind::Container, Kind::Volume];
-
-    pub(super) fn path(self) -> &'static [&'static str] {
-        match self {
-            Kind::Container => ksvc::CONTAINERS,
-            Kind::Volume => ksvc::VOLUMES,
-        }
-    }
-
-    pub(super) fn label(self) -> &'static str {
-        match self {
-            Kind::Container => "container",
-            Kind::Volume => "volume",
-        }
-    }
-
-    /// The names a template adds.
-    pub(super) fn of_template(self, t: &Template) -> &[String] {
-        match self {
-            Kind::Container => &t.container_names,
-            Kind::Volume => &t.volume_names,
-        }
-    }
-
     /// The names a status record lists.
     fn of_record(self, r: &Injected) -> &[String] {
         match self {

@@ -31,6 +31,7 @@ mod edited;
 mod fronting;
 mod handover;
 mod inject;
+mod kind;
 mod params;
 mod select;
 

@@ -12,10 +12,11 @@ use crate::json::Node;
 
 use super::fronting;
 use super::handover::{Handover, Knative};
-use super::inject::{Kind, Plan, Status};
+use super::inject::{Plan, Status};
+use super::kind::Kind;
 use super::{Catalogue, Template};
 use crate::admission::ksvc;
-use crate::admission::validate::{Violation, violation};
+use crate::admission::violation::{Violation, violation};
 use crate::keys;
 
 fn inject_path() -> String {

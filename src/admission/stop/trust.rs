@@ -9,7 +9,7 @@
 //! Never edits the object: [`super::converge`] does.
 
 use crate::admission::ksvc;
-use crate::admission::validate::{Operation, Violation, violation};
+use crate::admission::violation::{Operation, Violation, violation};
 use crate::json::Node;
 use crate::keys;
 

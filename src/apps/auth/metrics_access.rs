@@ -13,7 +13,7 @@ use super::metrics::StatusMetrics;
 use super::reviewer::{ClientSource, Reviewer, Settings};
 use crate::apps::access::Attributes;
 use crate::apps::args::StatusApiArgs;
-use crate::watch::args::WatchArgs;
+use crate::cluster::client::ClientArgs;
 
 /// The `/metrics` guard.
 #[derive(Debug)]
@@ -44,14 +44,14 @@ impl crate::server::routes::Guard for MetricsAccess {
     }
 }
 
-/// The `/metrics` guard of `serve`: its own reviewer (caches and budgets) on the watch loop's
-/// cluster.
+/// The `/metrics` guard of `serve`: its own reviewer (caches and budgets) on the cluster `client`
+/// names.
 pub fn metrics_guard(
-    watch: &WatchArgs,
+    client: &ClientArgs,
     status: &StatusApiArgs,
     metrics: &StatusMetrics,
 ) -> Arc<dyn crate::server::routes::Guard> {
-    let source = ClientSource::Connect(Box::new(watch.clone()));
+    let source = ClientSource::Connect(Box::new(client.clone()));
     let settings = Settings::from_args(status);
     let reviewer = Reviewer::new(source, settings, metrics.clone());
     Arc::new(MetricsAccess::new(Arc::new(reviewer)))

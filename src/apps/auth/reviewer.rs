@@ -30,8 +30,7 @@ use super::refusal::{Budget, Refusal};
 use super::reviews::{self, Call};
 use crate::apps::access::{self, Access, Attributes, Identity, TokenHash};
 use crate::apps::args::StatusApiArgs;
-use crate::report::error_chain;
-use crate::watch::args::WatchArgs;
+use crate::cluster::client::{self, ClientArgs};
 
 /// Most callers with a review bucket of their own (beyond, they share one).
 const MAX_CALLER_BUCKETS: usize = 4096;
@@ -41,7 +40,7 @@ const FAN_OUT: usize = 4;
 /// Where the reviewer gets its client: one given (tests), or connected on first use.
 pub enum ClientSource {
     Ready(Client),
-    Connect(Box<WatchArgs>),
+    Connect(Box<ClientArgs>),
 }
 
 /// Cache, budget and timeout settings of a [`Reviewer`] (`serve` takes them from the flags).
@@ -115,15 +114,6 @@ impl Default for Settings {
     }
 }
 
-/// A client for the cluster `args` names, without the watch loop's version probe: an unreachable
-/// API server shows in each review (bounded by its timeout), not in a serialized connect.
-async fn client_for(args: &WatchArgs, timeout: Duration) -> Result<Client, String> {
-    let mut config = crate::cluster::config_for(args.kubeconfig.as_deref()).await?;
-    config.connect_timeout = Some(timeout);
-    config.read_timeout = Some(timeout);
-    Client::try_from(config).map_err(|e| error_chain(&e))
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -193,8 +183,14 @@ impl Reviewer {
         let timeout = self.settings.timeout;
         let client = match &self.source {
             ClientSource::Ready(client) => return Ok(client.clone()),
+            // Without the version probe: an unreachable API server shows in each review (bounded
+            // by its timeout), not in a serialized connect.
             ClientSource::Connect(args) => {
-                let connect = || client_for(args, timeout);
+                let connect = || async move {
+                    client::connect(args, timeout, false)
+                        .await
+                        .map_err(|e| e.to_string())
+                };
                 self.client.get_or_try_init(connect).await
             }
         };

@@ -1,13 +1,14 @@
 //! The fake's delegated authentication and authorization: `POST tokenreviews` and
 //! `POST subjectaccessreviews` answered from the tokens and grants a test sets with
-//! [`FakeApi::add_token`] and [`FakeApi::grant`] (kept as `fake-tokens` / `fake-grants` objects
-//! in the fake's store, so the requests are recorded and counted like any other). Tokens carry
-//! audiences as the API server checks them: a TokenReview's `spec.audiences` (or, without it,
-//! the API server's own [`API_AUDIENCE`]) must meet the token's, and the answer names the
-//! audiences both have; [`FakeApi::add_audience_unaware_token`] plays an authenticator that
-//! ignores audiences.
+//! [`FakeApi::add_token`] and [`FakeApi::grant`], and `POST selfsubjectaccessreviews` for the
+//! impersonated user (`Impersonate-User`) from [`FakeApi::allow`] (kept as `fake-tokens` /
+//! `fake-grants` / `fake-rbac` objects in the fake's store, so the requests are recorded and
+//! counted like any other). Tokens carry audiences as the API server checks them: a
+//! TokenReview's `spec.audiences` (or, without it, the API server's own [`API_AUDIENCE`]) must
+//! meet the token's, and the answer names the audiences both have;
+//! [`FakeApi::add_audience_unaware_token`] plays an authenticator that ignores audiences.
 
-use axum::http::Method;
+use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -15,6 +16,7 @@ use super::FakeApi;
 
 const TOKENS: &str = "fake-tokens";
 const GRANTS: &str = "fake-grants";
+const RBAC: &str = "fake-rbac";
 
 /// The API server's own audience: that of every token [`FakeApi::add_token`] adds.
 pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
@@ -61,6 +63,16 @@ impl FakeApi {
         self.remove(GRANTS, "", &grant_name(user, verb, namespace));
     }
 
+    /// Let `user` `verb` `resource` of API group `group` (`""`: core), any name, any namespace,
+    /// in SelfSubjectAccessReviews.
+    pub fn allow(&self, user: &str, group: &str, resource: &str, verb: &str) {
+        self.put(
+            RBAC,
+            json!({"metadata": {"name": format!("{user}.{verb}.{resource}.{group}")},
+                   "user": user, "group": group, "resource": resource, "verb": verb}),
+        );
+    }
+
     /// Let `user` `get` the non-resource URL `path`.
     pub fn grant_path(&self, user: &str, path: &str) {
         self.put(
@@ -80,11 +92,13 @@ pub(super) fn answer(
     fake: &FakeApi,
     method: &Method,
     resource: &str,
+    headers: &HeaderMap,
     body: &Value,
 ) -> Option<Response> {
     let status = match (method, resource) {
         (&Method::POST, "tokenreviews") => token_review(fake, body),
         (&Method::POST, "subjectaccessreviews") => access_review(fake, body),
+        (&Method::POST, "selfsubjectaccessreviews") => self_access_review(fake, headers, body),
         _ => return None,
     };
     let mut review = body.clone();
@@ -136,4 +150,16 @@ fn access_review(fake: &FakeApi, body: &Value) -> Value {
         true => json!({"allowed": true, "reason": "granted by the test"}),
         false => json!({"allowed": false}),
     }
+}
+
+fn self_access_review(fake: &FakeApi, headers: &HeaderMap, body: &Value) -> Value {
+    let user = super::admit::user(headers).username;
+    let wanted = &body["spec"]["resourceAttributes"];
+    let allowed = fake.all(RBAC).iter().any(|g| {
+        g["user"] == user.as_str()
+            && g["group"] == wanted["group"]
+            && g["resource"] == wanted["resource"]
+            && g["verb"] == wanted["verb"]
+    });
+    json!({"allowed": allowed})
 }

@@ -122,7 +122,7 @@ pub(super) async fn handle(
             );
         }
     }
-    if let Some(review) = super::authn::answer(&fake, &method, &path.resource, &body) {
+    if let Some(review) = super::authn::answer(&fake, &method, &path.resource, &headers, &body) {
         return review;
     }
     if let Some(admitted) = admitted(&fake, &method, &path, &headers, &body) {

@@ -1,0 +1,28 @@
+//! PURE: the cluster-wide settings admission decides with — route domain, edits, the sidecar
+//! catalogue, Knative's limits, platform writers and the revision guard's settings. Read-only
+//! data; `serve` swaps a whole new one in on a catalogue reload.
+
+use std::sync::Arc;
+
+use super::guard;
+use super::mutate::Settings;
+use super::naming::DomainTemplate;
+use super::sidecars::{self, Catalogue};
+use super::writers::Principals;
+
+/// Cluster-wide settings the decision depends on.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// The route-host template and domain (Knative's `config-network` / `config-domain`).
+    pub domain_template: DomainTemplate,
+    /// Settings of the edits.
+    pub mutate: Settings,
+    /// The sidecar catalogue (empty: no sidecars); shared, so a reload swaps it cheaply.
+    pub sidecars: Arc<Catalogue>,
+    /// What the cluster's Knative allows that fronting sidecars depend on.
+    pub knative: sidecars::Knative,
+    /// Writers whose `flyte.org/spec-sha` is kept as written.
+    pub platform_writers: Principals,
+    /// How the revision guard decides.
+    pub revision_guard: guard::Settings,
+}

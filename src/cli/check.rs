@@ -1,0 +1,385 @@
+//! `ksvc-webhook check`: is the install healthy? In the spirit of `linkerd check`: a ✓ or ×
+//! line per check (`-o json` for programs), exit 1 when one fails, `--wait` to retry until all
+//! pass.
+//!
+//! Thin: reads the install with the user's credentials (not in any `API_CALLS`: CRDs, webhook
+//! configurations, the Secret, EndpointSlices, the catalogue ConfigMap and namespaces get/list,
+//! and SelfSubjectAccessReviews as the server's service account, impersonated); what the reads
+//! mean is [`super::check_eval`]'s.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::{Args, ValueEnum};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::app_args::TIMEOUT;
+use super::check_eval::{self as eval, Access, Fetched, Install, Outcome};
+use super::help;
+use crate::cluster::call;
+use crate::cluster::client::{self, ClientArgs};
+use crate::cluster::errors;
+use crate::cluster::rbac::ApiCall;
+use crate::{apps, certmgr, flags, keys, watch};
+
+/// Every API call the server makes, by the part that makes it: the grants `check` reviews, and
+/// the union `tests/manifests.rs` holds the RBAC manifests to (add any new part's `API_CALLS`).
+pub const SERVER_CALLS: &[&[ApiCall]] = &[
+    certmgr::API_CALLS,
+    crate::cluster::election::API_CALLS,
+    watch::API_CALLS,
+    apps::auth::reviews::API_CALLS,
+];
+
+/// Run `check`; fails (exit 1) when a check fails.
+pub fn run(args: CheckArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let (client, server) = client::client(&args.cluster, None).await?;
+        let user = args.reviewed_user();
+        let groups = service_account_groups(&user);
+        let (as_sa, _) = client::client(&args.cluster, Some((&user, groups.as_slice()))).await?;
+        let deadline = tokio::time::Instant::now() + args.timeout;
+        let outcomes = loop {
+            let outcomes = checks(&client, &as_sa, &server, &args).await;
+            let done = outcomes.iter().all(|o| o.ok);
+            if done || !args.wait || tokio::time::Instant::now() >= deadline {
+                break outcomes;
+            }
+            let failing: Vec<&str> = outcomes.iter().filter(|o| !o.ok).map(|o| o.check).collect();
+            eprintln!("waiting for: {}", failing.join(", "));
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        };
+        print(&outcomes, args.output, &mut std::io::stdout())?;
+        let failed = outcomes.iter().filter(|o| !o.ok).count();
+        if failed > 0 {
+            bail!("{failed} of {} checks failed", outcomes.len());
+        }
+        Ok(())
+    })
+}
+
+/// Every check, in order.
+async fn checks(client: &Client, as_sa: &Client, server: &str, args: &CheckArgs) -> Vec<Outcome> {
+    let ns = args.namespace.as_str();
+    let install = Install {
+        namespace: ns,
+        service: &args.service,
+        secret: &args.cert_secret,
+    };
+    let now = OffsetDateTime::now_utc();
+    let crd = get::<CustomResourceDefinition>(
+        Api::all(client.clone()),
+        "services.serving.knative.dev",
+        server,
+    )
+    .await;
+    let mutating = get::<MutatingWebhookConfiguration>(
+        Api::all(client.clone()),
+        &args.webhook_config_name,
+        server,
+    )
+    .await;
+    let validating = get::<ValidatingWebhookConfiguration>(
+        Api::all(client.clone()),
+        &args.guard_config_name,
+        server,
+    )
+    .await;
+    let secret = get::<Secret>(
+        Api::namespaced(client.clone(), ns),
+        &args.cert_secret,
+        server,
+    )
+    .await;
+    let selector = format!("kubernetes.io/service-name={}", args.service);
+    let slices =
+        list::<EndpointSlice>(Api::namespaced(client.clone(), ns), &selector, server).await;
+    let sidecars = get::<ConfigMap>(
+        Api::namespaced(client.clone(), ns),
+        &args.sidecars_configmap,
+        server,
+    )
+    .await;
+    let opt_out = format!(
+        "{}={}",
+        keys::LABEL_NAMESPACE_INJECT,
+        keys::NAMESPACE_INJECT_DISABLED
+    );
+    let namespaces = match list::<Namespace>(Api::all(client.clone()), &opt_out, server).await {
+        Fetched::Found(items) => Fetched::Found(
+            items
+                .iter()
+                .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_owned))
+                .collect(),
+        ),
+        Fetched::Missing => Fetched::Missing,
+        Fetched::Failed(why) => Fetched::Failed(why),
+    };
+    let access = access(as_sa, server, args).await;
+    vec![
+        eval::knative_crd(&crd),
+        eval::webhook_config(
+            "mutating-webhook",
+            "MutatingWebhookConfiguration",
+            &args.webhook_config_name,
+            &mutating,
+            &secret,
+            &install,
+            now,
+        ),
+        eval::webhook_config(
+            "revision-guard",
+            "ValidatingWebhookConfiguration",
+            &args.guard_config_name,
+            &validating,
+            &secret,
+            &install,
+            now,
+        ),
+        eval::certificate(&secret, &install, now),
+        eval::endpoints(&slices, &install),
+        eval::rbac(&args.reviewed_user(), &access),
+        eval::catalogue(&sidecars, ns, &args.sidecars_configmap),
+        eval::opted_out(&namespaces),
+    ]
+}
+
+/// One object as JSON, or why not.
+async fn get<K>(api: Api<K>, name: &str, server: &str) -> Fetched<Value>
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match call::timed(&format!("get {name}"), TIMEOUT, api.get_opt(name)).await {
+        Ok(Some(obj)) => Fetched::Found(serde_json::to_value(obj).unwrap_or_default()),
+        Ok(None) => Fetched::Missing,
+        Err(e) => Fetched::Failed(errors::Error::from_call(e, server).to_string()),
+    }
+}
+
+/// The objects with these labels, as JSON, or why not.
+async fn list<K>(api: Api<K>, labels: &str, server: &str) -> Fetched<Vec<Value>>
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let params = ListParams::default().labels(labels);
+    match call::timed(&format!("list {labels}"), TIMEOUT, api.list(&params)).await {
+        Ok(list) => Fetched::Found(
+            list.items
+                .iter()
+                .map(|o| serde_json::to_value(o).unwrap_or_default())
+                .collect(),
+        ),
+        Err(e) => Fetched::Failed(errors::Error::from_call(e, server).to_string()),
+    }
+}
+
+/// Whether the reviewed user may make each call the server makes, by SelfSubjectAccessReviews
+/// sent as that user (impersonated by `as_sa`).
+async fn access(as_sa: &Client, server: &str, args: &CheckArgs) -> Vec<Access> {
+    let api: Api<SelfSubjectAccessReview> = Api::all(as_sa.clone());
+    let mut out = Vec::new();
+    for call in SERVER_CALLS.iter().copied().flatten() {
+        let (namespace, name) = args.scope_of(call);
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(call.group.to_owned()),
+                    resource: Some(call.resource.to_owned()),
+                    verb: Some(call.verb.to_owned()),
+                    namespace: namespace.map(str::to_owned),
+                    name: name.map(str::to_owned),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        let shown = match (call.group, name) {
+            ("", None) => format!("{} {}", call.verb, call.resource),
+            ("", Some(name)) => format!("{} {}/{name}", call.verb, call.resource),
+            (group, None) => format!("{} {}.{group}", call.verb, call.resource),
+            (group, Some(name)) => format!("{} {}.{group}/{name}", call.verb, call.resource),
+        };
+        let reviewed = call::timed(
+            "review access",
+            TIMEOUT,
+            api.create(&PostParams::default(), &review),
+        )
+        .await;
+        let allowed = match reviewed {
+            Ok(r) => Fetched::Found(r.status.is_some_and(|s| s.allowed)),
+            Err(e) => Fetched::Failed(errors::Error::from_call(e, server).to_string()),
+        };
+        out.push(Access {
+            call: shown,
+            allowed,
+        });
+    }
+    out
+}
+
+/// The groups Kubernetes gives a service account, when `user` is one.
+fn service_account_groups(user: &str) -> Vec<String> {
+    match user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split_once(':'))
+    {
+        Some((ns, _)) => vec![
+            "system:serviceaccounts".to_owned(),
+            format!("system:serviceaccounts:{ns}"),
+            "system:authenticated".to_owned(),
+        ],
+        None => vec!["system:authenticated".to_owned()],
+    }
+}
+
+/// Print the outcomes: ✓/× lines with the hint under a failure, or JSON.
+fn print(outcomes: &[Outcome], output: CheckOutput, out: &mut dyn Write) -> anyhow::Result<()> {
+    match output {
+        CheckOutput::Json => {
+            let ok = outcomes.iter().all(|o| o.ok);
+            let value = serde_json::json!({"ok": ok, "checks": outcomes});
+            writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        }
+        CheckOutput::Text => {
+            for o in outcomes {
+                match &o.hint {
+                    None => writeln!(out, "✓ {}", o.message)?,
+                    Some(hint) => writeln!(out, "× {}\n    {hint}", o.message)?,
+                }
+            }
+        }
+    }
+    Ok(out.flush()?)
+}
+
+// The flags of `check`.
+
+/// Arguments of `check`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = help::CHECK)]
+pub struct CheckArgs {
+    /// The namespace the webhook is installed in (its Service, Secret and catalogue).
+    #[arg(long = "webhook-namespace", env = "KSVC_WEBHOOK_CHECK_NAMESPACE",
+          default_value = "ksvc-system", value_parser = flags::parse_dns_label)]
+    pub namespace: String,
+    /// The webhook's Service.
+    #[arg(long, env = "KSVC_WEBHOOK_CHECK_SERVICE", default_value = "ksvc-webhook",
+          value_parser = super::parse_service_name)]
+    pub service: String,
+    /// The Secret that holds the serving certificate.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_CHECK_CERT_SECRET",
+        default_value = "ksvc-webhook-certs"
+    )]
+    pub cert_secret: String,
+    /// The MutatingWebhookConfiguration that admits KServices.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_CHECK_WEBHOOK_CONFIG",
+        default_value = "zz-ksvc-webhook.flyte.org"
+    )]
+    pub webhook_config_name: String,
+    /// The ValidatingWebhookConfiguration of the revision guard.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_CHECK_GUARD_CONFIG",
+        default_value = "ksvc-webhook-revision-guard.flyte.org"
+    )]
+    pub guard_config_name: String,
+    /// The ConfigMap of the sidecar catalogue (key `sidecars.yaml`).
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_CHECK_SIDECARS_CONFIGMAP",
+        default_value = "ksvc-webhook-sidecars"
+    )]
+    pub sidecars_configmap: String,
+    /// The Lease of the watch loop's leader election.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_CHECK_LEASE",
+        default_value = "ksvc-webhook-watch"
+    )]
+    pub lease_name: String,
+    /// The server's service account, whose access the RBAC check reviews.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_CHECK_SERVICE_ACCOUNT",
+        default_value = "ksvc-webhook"
+    )]
+    pub service_account: String,
+    /// Review the access of this user instead of the service account's (impersonated, as
+    /// kubectl's `--as`).
+    #[arg(long = "as", env = "KSVC_WEBHOOK_CHECK_AS", value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Output format: `text` (a ✓ or × line per check) or `json`.
+    #[arg(short = 'o', long, env = "KSVC_WEBHOOK_CHECK_OUTPUT", value_enum,
+          default_value_t = CheckOutput::Text)]
+    pub output: CheckOutput,
+    /// Repeat the checks every 2s until all pass or `--timeout` ends.
+    #[arg(long, env = "KSVC_WEBHOOK_CHECK_WAIT")]
+    pub wait: bool,
+    /// How long `--wait` repeats the checks.
+    #[arg(long, env = "KSVC_WEBHOOK_CHECK_TIMEOUT", default_value = "5m",
+          value_parser = flags::parse_nonzero_duration)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub cluster: ClientArgs,
+}
+
+impl CheckArgs {
+    /// The user the RBAC check reviews.
+    fn reviewed_user(&self) -> String {
+        self.as_user.clone().unwrap_or_else(|| {
+            format!(
+                "system:serviceaccount:{}:{}",
+                self.namespace, self.service_account
+            )
+        })
+    }
+
+    /// The namespace and name a call of the server is made in and on, as its grants name them.
+    fn scope_of(&self, call: &ApiCall) -> (Option<&str>, Option<&str>) {
+        let named = matches!(call.verb, "get" | "update" | "patch");
+        let ns = Some(self.namespace.as_str());
+        match call.resource {
+            "secrets" => (ns, named.then_some(self.cert_secret.as_str())),
+            "leases" => (ns, named.then_some(self.lease_name.as_str())),
+            "mutatingwebhookconfigurations" => {
+                (None, named.then_some(self.webhook_config_name.as_str()))
+            }
+            "validatingwebhookconfigurations" => {
+                (None, named.then_some(self.guard_config_name.as_str()))
+            }
+            // Cluster-wide: the loop watches every namespace; reviews are cluster-scoped.
+            _ => (None, None),
+        }
+    }
+}
+
+/// `check -o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckOutput {
+    /// A ✓ or × line per check, with what to do under a ×.
+    Text,
+    /// `{"ok": …, "checks": [{"check", "ok", "message", "hint"}]}`.
+    Json,
+}

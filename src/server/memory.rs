@@ -1,0 +1,95 @@
+//! PURE. How much memory the server can be made to hold, from its options: the arithmetic of
+//! docs/reliability.md ("Memory arithmetic") as code, so that tests/manifests.rs checks the
+//! Deployment's memory limit against it and the hostile-load tests check the measured RSS.
+//!
+//! Every term is a bound a client cannot push past: the byte budget of bodies (times the
+//! allocator's overhead), the connection caps times the most one connection can buffer, and
+//! what the rest of the process holds. Reads no clock, does no I/O.
+
+use super::Options;
+use super::listen::{H1_MAX_BUF, H2_CONN_WINDOW, H2_MAX_HEADER_LIST, H2_MAX_STREAMS, H2_SEND_BUF};
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+
+/// Resident memory of a started server with a synced watch cache of a few apps: code, runtime,
+/// TLS configuration, policy, metrics, log writer (measured: docs/reliability.md).
+pub const BASELINE: u64 = 48 * MIB;
+/// Room for what grows beside admission: the watch cache with its statuses, and the status
+/// API's caches and streams (each bounded by its own flags).
+pub const OTHERS: u64 = 64 * MIB;
+/// Resident bytes per body byte held under the budget, in percent: the allocator's page
+/// rounding and freed memory not yet returned (measured: docs/reliability.md).
+pub const BODY_OVERHEAD_PERCENT: u64 = 125;
+/// What a TLS connection buffers in rustls: one incoming record (16 KiB and its header) and up
+/// to 16 KiB of decrypted plaintext not yet read.
+pub const TLS_BUFFERS: u64 = 34 * KIB;
+/// A connection's task, hyper's state and the socket bookkeeping.
+pub const CONN_STATE: u64 = 8 * KIB;
+
+/// The terms of the bound, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arithmetic {
+    pub baseline: u64,
+    pub others: u64,
+    /// The body budget times the allocator's overhead.
+    pub bodies: u64,
+    /// Both listeners' connection caps times the most one connection buffers.
+    pub connections: u64,
+}
+
+impl Arithmetic {
+    /// The bound for a server started with `options`.
+    pub fn of(options: &Options) -> Self {
+        let limits = &options.limits;
+        let budget = limits.body_budget as u64;
+        let tls = per_connection(options.http2, true) * limits.max_connections as u64;
+        let plain = match options.metrics_listen {
+            Some(_) => per_connection(false, false) * limits.max_connections as u64,
+            None => 0,
+        };
+        Self {
+            baseline: BASELINE,
+            others: OTHERS,
+            bodies: budget * BODY_OVERHEAD_PERCENT / 100,
+            connections: tls + plain,
+        }
+    }
+
+    /// The whole bound.
+    pub fn total(&self) -> u64 {
+        self.baseline + self.others + self.bodies + self.connections
+    }
+
+    /// What admission alone may add to the baseline: bodies and connections.
+    pub fn admission(&self) -> u64 {
+        self.bodies + self.connections
+    }
+}
+
+/// The most one connection buffers outside the body budget: HTTP/1.1 its read and write
+/// buffers; HTTP/2 its connection window of received data not yet read, and per stream its
+/// header block and queued answer bytes.
+pub fn per_connection(http2: bool, tls: bool) -> u64 {
+    let tls = if tls { TLS_BUFFERS } else { 0 };
+    let http = match http2 {
+        false => 2 * H1_MAX_BUF as u64,
+        true => {
+            let per_stream = u64::from(H2_MAX_HEADER_LIST) + H2_SEND_BUF as u64;
+            u64::from(H2_CONN_WINDOW) + u64::from(H2_MAX_STREAMS) * per_stream
+        }
+    };
+    tls + http + CONN_STATE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http2_connections_cost_more_than_http1() {
+        assert_eq!(per_connection(false, true), 170 * KIB);
+        assert_eq!(per_connection(false, false), 136 * KIB);
+        assert_eq!(per_connection(true, true), 938 * KIB);
+    }
+}

@@ -1,0 +1,27 @@
+//! The pure admission pipeline of `src/admission/`: the rules, golden reviews, properties, the
+//! platform writers, the sidecars, the stop record and the revision guard (over the real server).
+//!
+//! One test binary for the folder; each module tests one part of it.
+
+#[cfg(test)]
+mod golden;
+#[cfg(test)]
+mod platform;
+#[cfg(test)]
+mod platform_replay;
+#[cfg(test)]
+mod properties;
+#[cfg(test)]
+mod revision_guard;
+#[cfg(test)]
+mod rules;
+#[cfg(test)]
+mod sidecar_catalogue;
+#[cfg(test)]
+mod sidecar_fronting;
+#[cfg(test)]
+mod sidecar_props;
+#[cfg(test)]
+mod sidecars;
+#[cfg(test)]
+mod stop_record;

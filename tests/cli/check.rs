@@ -1,0 +1,349 @@
+//! `ksvc-webhook check` against the fake API: a healthy install passes every check and exits 0;
+//! each way an install breaks fails its check with a × line, what to do, and exit 1.
+#![allow(clippy::unwrap_used)]
+
+use base64::Engine as _;
+use ksvc_webhook::certmgr::pki::{self, CertKey};
+use serde_json::{Value, json};
+use support::FakeApi;
+use support::cli::{Ran, run};
+use time::{Duration, OffsetDateTime};
+
+const NS: &str = "ksvc-system";
+const SA: &str = "system:serviceaccount:ksvc-system:ksvc-webhook";
+
+fn b64(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// A CA and a serving certificate for the Service, issued `ago` days ago, valid for `days`.
+fn material(ago: i64, days: i64) -> (CertKey, CertKey) {
+    let issued = OffsetDateTime::now_utc() - Duration::days(ago);
+    let ca = pki::issue_ca("ksvc-webhook-ca", issued, Duration::days(days * 10)).unwrap();
+    let sans = pki::service_sans("ksvc-webhook", NS);
+    let leaf = pki::issue_serving(&ca, &sans, issued, Duration::days(days)).unwrap();
+    (ca, leaf)
+}
+
+fn secret(leaf: &CertKey) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+           "metadata": {"name": "ksvc-webhook-certs", "namespace": NS},
+           "data": {"tls.crt": b64(&leaf.cert_pem), "tls.key": b64(&leaf.key_pem)}})
+}
+
+fn webhook_config(kind: &str, name: &str, ca: &CertKey) -> Value {
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": name},
+           "webhooks": [{"name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                         "clientConfig": {"caBundle": b64(&ca.cert_pem),
+                                          "service": {"name": "ksvc-webhook", "namespace": NS}}}]})
+}
+
+fn endpoints(ready: bool) -> Value {
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+           "metadata": {"name": "ksvc-webhook-abcde", "namespace": NS,
+                        "labels": {"kubernetes.io/service-name": "ksvc-webhook"}},
+           "endpoints": [{"addresses": ["10.0.0.7"], "conditions": {"ready": ready}}]})
+}
+
+/// Every API call the server makes, allowed for `user` but `except` these (`verb resource`).
+fn allow_server_calls(fake: &FakeApi, user: &str, except: &[(&str, &str)]) {
+    for call in ksvc_webhook::cli::check::SERVER_CALLS
+        .iter()
+        .copied()
+        .flatten()
+    {
+        if !except.contains(&(call.verb, call.resource)) {
+            fake.allow(user, call.group, call.resource, call.verb);
+        }
+    }
+}
+
+/// A healthy install: Knative's CRD, both configurations trusting the certificate in the Secret,
+/// a ready endpoint, the RBAC, a catalogue that loads, and one opted-out namespace.
+async fn healthy() -> (FakeApi, CertKey) {
+    let fake = FakeApi::start().await;
+    fake.put(
+        "customresourcedefinitions",
+        json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "services.serving.knative.dev"},
+        "spec": {"group": "serving.knative.dev", "scope": "Namespaced",
+                 "names": {"plural": "services", "kind": "Service"},
+                 "versions": [{"name": "v1", "served": true, "storage": true}]},
+        "status": {"conditions": [{"type": "Established", "status": "True"}]}}),
+    );
+    let (ca, leaf) = material(1, 365);
+    fake.put("secrets", secret(&leaf));
+    fake.put(
+        "mutatingwebhookconfigurations",
+        webhook_config(
+            "MutatingWebhookConfiguration",
+            "zz-ksvc-webhook.flyte.org",
+            &ca,
+        ),
+    );
+    fake.put(
+        "validatingwebhookconfigurations",
+        webhook_config(
+            "ValidatingWebhookConfiguration",
+            "ksvc-webhook-revision-guard.flyte.org",
+            &ca,
+        ),
+    );
+    fake.put("endpointslices", endpoints(true));
+    let catalogue = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/sidecars.yaml"
+    ))
+    .unwrap();
+    fake.put(
+        "configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "ksvc-webhook-sidecars", "namespace": NS},
+        "data": {"sidecars.yaml": catalogue}}),
+    );
+    fake.put(
+        "namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "legacy", "labels": {"ksvc-webhook.flyte.org/inject": "disabled"}}}),
+    );
+    fake.put(
+        "namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}),
+    );
+    allow_server_calls(&fake, SA, &[]);
+    (fake, ca)
+}
+
+/// The × lines of a run.
+fn failures(ran: &Ran) -> Vec<&str> {
+    ran.stdout.lines().filter(|l| l.starts_with("× ")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_install_passes_every_check() {
+    let (fake, _) = healthy().await;
+    let ran = run(&fake, &["check"]).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(lines.len(), 8, "{}", ran.stdout);
+    assert!(lines.iter().all(|l| l.starts_with("✓ ")), "{}", ran.stdout);
+    for needle in [
+        "✓ Knative Services are served (services.serving.knative.dev v1)",
+        "✓ MutatingWebhookConfiguration zz-ksvc-webhook.flyte.org exists and its caBundle trusts the serving certificate",
+        "✓ Service ksvc-system/ksvc-webhook has 1 ready endpoint",
+        "✓ system:serviceaccount:ksvc-system:ksvc-webhook may make all 20 API calls the server makes",
+        "✓ the sidecar catalogue in ConfigMap ksvc-system/ksvc-webhook-sidecars loads (2 templates)",
+        "✓ namespaces opted out of the webhook: legacy",
+    ] {
+        assert!(lines.contains(&needle), "{needle}\n{}", ran.stdout);
+    }
+    assert!(ran.stdout.contains("is valid until"), "{}", ran.stdout);
+    let json = run(&fake, &["check", "-o", "json"]).await;
+    assert_eq!(json.code, Some(0));
+    let report: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["checks"].as_array().unwrap().len(), 8);
+    assert_eq!(report["checks"][0]["check"], "knative-crd");
+}
+
+/// Break the healthy install with `breaks`; `check` fails exactly the check `id` with `line`.
+async fn fails_with(id: &str, breaks: impl FnOnce(&FakeApi), line: &str) {
+    let (fake, _) = healthy().await;
+    breaks(&fake);
+    let ran = run(&fake, &["check"]).await;
+    assert_eq!(ran.code, Some(1), "{id}: {ran:?}");
+    assert_eq!(failures(&ran), [line], "{id}: {}", ran.stdout);
+    assert!(
+        ran.stderr.starts_with("error: 1 of 8 checks failed"),
+        "{id}: {}",
+        ran.stderr
+    );
+    let json = run(&fake, &["check", "-o", "json"]).await;
+    assert_eq!(json.code, Some(1));
+    let report: Value = serde_json::from_str(&json.stdout).unwrap();
+    let failed: Vec<&Value> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .collect();
+    assert_eq!(failed.len(), 1, "{id}: {}", json.stdout);
+    assert_eq!(failed[0]["check"], id);
+    assert!(
+        failed[0]["hint"].is_string(),
+        "{id}: a failure says what to do"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_configuration_fails() {
+    fails_with(
+        "revision-guard",
+        |fake| {
+            fake.remove(
+                "validatingwebhookconfigurations",
+                "",
+                "ksvc-webhook-revision-guard.flyte.org",
+            )
+        },
+        "× ValidatingWebhookConfiguration ksvc-webhook-revision-guard.flyte.org does not exist",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_ca_bundle_fails() {
+    let (other_ca, _) = material(1, 365);
+    fails_with(
+        "mutating-webhook",
+        |fake| fake.put("mutatingwebhookconfigurations", webhook_config("MutatingWebhookConfiguration", "zz-ksvc-webhook.flyte.org", &other_ca)),
+        "× MutatingWebhookConfiguration zz-ksvc-webhook.flyte.org: the caBundle of zz-ksvc-webhook.flyte.org does not trust the serving certificate in Secret ksvc-system/ksvc-webhook-certs (stale caBundle)",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_ready_endpoints_fail() {
+    fails_with(
+        "endpoints",
+        |fake| fake.put("endpointslices", endpoints(false)),
+        "× Service ksvc-system/ksvc-webhook has no ready endpoints",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_rbac_fails_naming_the_calls() {
+    fails_with(
+        "rbac",
+        |fake| {
+            fake.remove("fake-rbac", "", &format!("{SA}.update.secrets."));
+            fake.remove("fake-rbac", "", &format!("{SA}.watch.revisions.serving.knative.dev"));
+        },
+        "× system:serviceaccount:ksvc-system:ksvc-webhook may not: update secrets/ksvc-webhook-certs, watch revisions.serving.knative.dev",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_certificate_fails_its_check_and_the_trust_checks() {
+    let (fake, _) = healthy().await;
+    let (ca, old) = material(40, 30);
+    fake.put("secrets", secret(&old));
+    fake.put(
+        "mutatingwebhookconfigurations",
+        webhook_config(
+            "MutatingWebhookConfiguration",
+            "zz-ksvc-webhook.flyte.org",
+            &ca,
+        ),
+    );
+    fake.put(
+        "validatingwebhookconfigurations",
+        webhook_config(
+            "ValidatingWebhookConfiguration",
+            "ksvc-webhook-revision-guard.flyte.org",
+            &ca,
+        ),
+    );
+    let ran = run(&fake, &["check", "-o", "json"]).await;
+    assert_eq!(ran.code, Some(1));
+    let report: Value = serde_json::from_str(&ran.stdout).unwrap();
+    let failed: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    // kube-apiserver would refuse the expired certificate too.
+    assert_eq!(
+        failed,
+        ["mutating-webhook", "revision-guard", "certificate"]
+    );
+    let text = run(&fake, &["check"]).await;
+    let expired = failures(&text)
+        .into_iter()
+        .find(|l| l.contains("expired on"))
+        .unwrap();
+    assert!(
+        expired.starts_with(
+            "× the serving certificate in Secret ksvc-system/ksvc-webhook-certs expired on "
+        ),
+        "{expired}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_crd_and_a_broken_catalogue_fail() {
+    fails_with(
+        "knative-crd",
+        |fake| {
+            fake.remove(
+                "customresourcedefinitions",
+                "",
+                "services.serving.knative.dev",
+            )
+        },
+        "× the CRD services.serving.knative.dev is not installed",
+    )
+    .await;
+    let (fake, _) = healthy().await;
+    fake.put(
+        "configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "ksvc-webhook-sidecars", "namespace": NS},
+        "data": {"sidecars.yaml": "templates: [not a map]\n"}}),
+    );
+    let ran = run(&fake, &["check"]).await;
+    assert_eq!(ran.code, Some(1));
+    let failed = failures(&ran);
+    assert_eq!(failed.len(), 1, "{}", ran.stdout);
+    assert!(
+        failed[0].starts_with(
+            "× the sidecar catalogue in ConfigMap ksvc-system/ksvc-webhook-sidecars does not load: "
+        ),
+        "{}",
+        failed[0]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_repeats_until_the_install_is_healthy() {
+    let (fake, _) = healthy().await;
+    fake.put("endpointslices", endpoints(false));
+    let (ran, ()) = tokio::join!(
+        run(&fake, &["check", "--wait", "--timeout", "30s"]),
+        async {
+            support::wait_until("a first round of checks", || {
+                fake.requests()
+                    .iter()
+                    .filter(|r| r.resource == "endpointslices")
+                    .count()
+                    >= 1
+            })
+            .await;
+            fake.put("endpointslices", endpoints(true));
+        }
+    );
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(
+        ran.stderr.contains("waiting for: endpoints"),
+        "{}",
+        ran.stderr
+    );
+    let late = run(
+        &fake,
+        &[
+            "check",
+            "--wait",
+            "--timeout",
+            "1s",
+            "--webhook-namespace",
+            "elsewhere",
+        ],
+    )
+    .await;
+    assert_eq!(late.code, Some(1));
+}

@@ -1,0 +1,18 @@
+//! Admission under hostile load, against the built binary: stalled uploads over
+//! HTTP/1.1 and HTTP/2 ([`uploads`]), SIGTERM while streams and uploads are open ([`shutdown`]),
+//! and a one-minute soak of every attack at once ([`soak`], `#[ignore]`: `make soak`). Memory is
+//! read from /proc and checked against the arithmetic of docs/reliability.md; times are bounds,
+//! not measurements.
+
+#[cfg(test)]
+mod attack;
+#[cfg(test)]
+mod conns;
+#[cfg(test)]
+mod served;
+#[cfg(test)]
+mod shutdown;
+#[cfg(test)]
+mod soak;
+#[cfg(test)]
+mod uploads;

@@ -1,0 +1,165 @@
+//! Stalled uploads (issue 19, hole 1): headers for a 7 MiB `/mutate` body, all but its last
+//! byte, then nothing. Over HTTP/1.1 (one connection each) and HTTP/2 (streams of one
+//! connection), the resident memory stays under the documented bound, the uploads the budget
+//! took are cut at the deadline, the others are refused at once, and kube-apiserver's reviews
+//! are answered meanwhile.
+
+use std::time::Duration;
+
+use hyper::StatusCode;
+use ksvc_webhook::server::routes::BODY_LIMIT;
+
+use super::attack::{self, Ended, one_review};
+use super::served::{Served, mib};
+use support::harness;
+
+/// The request deadline of these tests.
+const DEADLINE: Duration = Duration::from_secs(3);
+/// Scheduling slack on a busy 2-core machine.
+const SLACK: Duration = Duration::from_secs(3);
+
+/// 32 MiB of bodies, 8 MiB of them kept for small ones: three 7 MiB bodies fit beside it.
+const LIMITS: &[&str] = &[
+    "--request-timeout",
+    "3s",
+    "--body-budget",
+    "32Mi",
+    "--small-body-reserve",
+    "8Mi",
+    "--max-connections",
+    "64",
+];
+const HELD: usize = 3;
+
+/// Wait for the `uploads`; meanwhile kube-apiserver's reviews must be answered. Then check how
+/// each ended, the metrics, and the resident memory against the idle `baseline` plus what
+/// admission may add by the arithmetic (bodies and connections).
+async fn under_attack(
+    served: &Served,
+    baseline: u64,
+    uploads: Vec<tokio::task::JoinHandle<Ended>>,
+    what: &str,
+) {
+    let mut kube = served.h1().await;
+    let s = served;
+    let held = harness::eventually(500, || async move {
+        let (_, text) = s.h1().await.get("/metrics").await;
+        text.lines().any(|l| {
+            l.strip_prefix("ksvc_webhook_admission_body_bytes ")
+                .and_then(|v| v.parse::<usize>().ok())
+                .is_some_and(|v| v >= HELD * BODY_LIMIT)
+        })
+    })
+    .await;
+    assert!(held, "the stalled uploads never held the budget");
+    for i in 0..10 {
+        let took = one_review(&mut kube, &format!("kube-{i}")).await;
+        assert!(took.is_some(), "a review failed while the budget was held");
+    }
+    let mut ended = Vec::new();
+    for upload in uploads {
+        ended.push(upload.await.unwrap());
+    }
+    let peak = served.memory("VmHWM");
+    let bound = baseline + served.arithmetic().admission();
+    println!(
+        "{what}: {} uploads of {} MiB: {:?}; RSS {:.1} MiB idle, peak {:.1} MiB, bound {:.1} MiB",
+        ended.len(),
+        BODY_LIMIT >> 20,
+        attack::tally(&ended),
+        mib(baseline),
+        mib(peak),
+        mib(bound)
+    );
+    assert!(peak <= bound, "peak {peak} over the bound {bound}");
+    // The others are refused at once: 503, or, over HTTP/1.1, a reset that overtook the 503
+    // (the server closes a connection whose body it will not read; the client is still
+    // sending). The server counts every one.
+    let timeouts = count(&ended, 408);
+    let refused = ended.len() - HELD;
+    assert_eq!(timeouts, HELD, "{ended:?}");
+    for e in &ended {
+        match e.status {
+            Some(StatusCode::REQUEST_TIMEOUT) => {
+                assert!(e.after >= DEADLINE && e.after <= DEADLINE + SLACK, "{e:?}")
+            }
+            Some(StatusCode::SERVICE_UNAVAILABLE) | None => {
+                assert!(e.after < DEADLINE, "not refused at once: {e:?}")
+            }
+            Some(other) => panic!("answered {other}: {e:?}"),
+        }
+    }
+    let (_, text) = kube.get("/metrics").await;
+    for (result, n) in [("timeout", timeouts), ("over_budget", refused)] {
+        let line = format!(
+            "ksvc_webhook_admission_requests_total{{operation=\"unknown\",result=\"{result}\"}} {n}"
+        );
+        assert!(text.contains(&line), "{line} not in {text}");
+    }
+}
+
+fn count(ended: &[Ended], status: u16) -> usize {
+    ended
+        .iter()
+        .filter(|e| e.status.is_some_and(|s| s.as_u16() == status))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_http1_uploads_are_cut_at_the_deadline_within_the_memory_bound() {
+    let served = Served::start(LIMITS, None);
+    assert!(
+        one_review(&mut served.h1().await, "warm-up")
+            .await
+            .is_some()
+    );
+    let baseline = served.memory("VmRSS");
+    let mut uploads = Vec::new();
+    for _ in 0..24 {
+        let conn = served.h1().await;
+        uploads.push(tokio::spawn(attack::stalled(conn, BODY_LIMIT)));
+    }
+    under_attack(&served, baseline, uploads, "HTTP/1.1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_http2_streams_are_cut_at_the_deadline_within_the_memory_bound() {
+    let mut args = LIMITS.to_vec();
+    args.push("--http2");
+    let served = Served::start(&args, None);
+    assert!(
+        one_review(&mut served.h1().await, "warm-up")
+            .await
+            .is_some()
+    );
+    let baseline = served.memory("VmRSS");
+    let mut conn = served.connect(None, &[b"h2"]).await.unwrap();
+    assert!(conn.h2);
+    // One answer first: then the client knows the server's settings (8 streams at once) and
+    // queues the rest instead of having them refused.
+    assert_eq!(conn.get("/healthz").await.0, StatusCode::OK);
+    let uploads = (0..20)
+        .map(|_| tokio::spawn(attack::stalled(conn.stream(), BODY_LIMIT)))
+        .collect();
+    under_attack(&served, baseline, uploads, "HTTP/2, one connection").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_connection_without_requests_is_closed_after_the_header_timeout() {
+    let served = Served::start(&["--http2", "--header-read-timeout", "300ms"], None);
+    let mut idle = served.connect(None, &[b"h2"]).await.unwrap();
+    let mut busy = served.connect(None, &[b"h2"]).await.unwrap();
+    // A connection in use stays open past the limit; the idle one is closed.
+    for _ in 0..10 {
+        assert_eq!(busy.get("/healthz").await.0, StatusCode::OK);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let request = hyper::Request::get("/healthz")
+        .header("host", harness::SERVER_NAME)
+        .body(harness::full(Vec::new()))
+        .unwrap();
+    assert!(
+        idle.send(request).await.is_err(),
+        "the idle connection is still open"
+    );
+}

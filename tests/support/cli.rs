@@ -1,0 +1,86 @@
+//! Run the real `ksvc-webhook` binary against the fake API server, as a user at a prompt would:
+//! a kubeconfig pointing at the fake, no `KUBECONFIG` from the test's environment.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use super::FakeApi;
+
+/// What one run of the binary printed, and how it ended.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// The exit code (`None` when a signal ended it).
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// A kubeconfig for `server` in `dir` (the caller keeps the directory, which goes when dropped):
+/// context `fake`, namespace `system`, and a second context `other` in namespace `apps`.
+pub fn kubeconfig_for(server: &str, dir: &tempfile::TempDir) -> PathBuf {
+    crate::kubeconfig(server, "system", dir.path())
+}
+
+/// Run the binary with `args` and a kubeconfig for `fake`, off the runtime (the fake keeps
+/// answering while the binary runs). Ends within the binary's own deadlines.
+pub async fn run(fake: &FakeApi, args: &[&str]) -> Ran {
+    run_against(&format!("http://{}", fake.addr), args).await
+}
+
+/// Run the binary with `args` and a kubeconfig for `server`, which need not be listening.
+pub async fn run_against(server: &str, args: &[&str]) -> Ran {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig_for(server, &dir);
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    all.extend(["--kubeconfig".to_owned(), kubeconfig.display().to_string()]);
+    let ran = tokio::task::spawn_blocking(move || run_bin(&all, &[], b""))
+        .await
+        .unwrap();
+    drop(dir);
+    ran
+}
+
+/// Run the binary in the repository with `args`, these environment variables (and neither
+/// `KUBECONFIG` nor colours from the test's environment) and `stdin`; blocks until it ends.
+pub fn run_bin<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)], stdin: &[u8]) -> Ran {
+    let mut child = Command::new(bin())
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
+        .current_dir(repo_root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A command that exits without reading its input closes the pipe: not the test's failure.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    let out = child.wait_with_output().unwrap();
+    Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// The built `ksvc-webhook` binary of the test run: cargo builds it for the integration tests
+/// into the folder above their own (`target/<profile>/deps/<test>` beside
+/// `target/<profile>/ksvc-webhook`).
+pub fn bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_ksvc-webhook") {
+        return PathBuf::from(path);
+    }
+    let test = std::env::current_exe().unwrap();
+    test.parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("ksvc-webhook")
+}
+
+/// The repository's root (this library lives in `tests/support`): commands run from there, as
+/// the README's do.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
