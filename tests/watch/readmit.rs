@@ -122,9 +122,12 @@ async fn every_fixable_app_converges_once_through_admission_at_the_pace_set() {
     replica.wait_synced().await;
 
     let mut most_in_flight = 0;
+    let mut states = std::collections::BTreeSet::new();
     let fixed = ["fix-a-proj-dev", "fix-b-proj-dev", "fix-c-proj-dev"];
     wait_until("every fixable app converged", || {
         most_in_flight = most_in_flight.max(replica.metrics.readmit_in_flight.get());
+        let records = replica.hub.list(&Default::default());
+        states.extend(records.into_iter().filter_map(|r| r.drift.readmit));
         counter(
             &scrape(&replica),
             "ksvc_webhook_readmit_total{result=\"converged\"}",
@@ -134,6 +137,10 @@ async fn every_fixable_app_converges_once_through_admission_at_the_pace_set() {
     assert!(
         most_in_flight <= 1,
         "{most_in_flight} apps unsettled at once"
+    );
+    assert!(
+        states.contains("waiting-for-ready"),
+        "/apps showed {states:?}"
     );
 
     // Each fixable app was written once, after its dry run, and through admission.
@@ -371,4 +378,39 @@ async fn a_leader_whose_cache_is_behind_never_writes_an_app_again() {
     })
     .await;
     assert_eq!(written(&fake)[&app].len(), 1, "written twice");
+}
+
+#[tokio::test]
+async fn labelled_acts_only_in_namespaces_labelled_for_it() {
+    let fake = FakeApi::start().await;
+    let policy = Policy::default();
+    fake.admit_with(policy.clone());
+    fake.put(
+        "namespaces",
+        json!({"metadata": {"name": "in", "labels": {"ksvc-webhook.flyte.org/readmit": "enabled"}}}),
+    );
+    fake.put("namespaces", json!({"metadata": {"name": "out"}}));
+    for ns in ["in", "out"] {
+        fake.put("services", before_the_webhook(ns, "app"));
+    }
+    let _knative = fake.knative(Duration::from_millis(10));
+    let labelled = Settings {
+        mode: Mode::Labelled,
+        ..settings(20)
+    };
+    let (_tx, replica) = leading(&fake, "r1", policy, labelled);
+    replica.wait_synced().await;
+    wait_until("the labelled namespace's app converged", || {
+        fake.get("services", "in", "app-proj-dev").unwrap()["metadata"]["annotations"]
+            ["flyte.org/spec-sha"]
+            .is_string()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let out = fake.get("services", "out", "app-proj-dev").unwrap();
+    assert!(
+        out["metadata"]["annotations"]["flyte.org/spec-sha"].is_null(),
+        "{out}"
+    );
+    assert_eq!(written(&fake).len(), 1);
 }
