@@ -132,7 +132,7 @@ async fn a_healthy_install_passes_every_check() {
         "✓ Knative Services are served (services.serving.knative.dev v1)",
         "✓ MutatingWebhookConfiguration zz-ksvc-webhook.flyte.org exists and its caBundle trusts the serving certificate",
         "✓ Service ksvc-system/ksvc-webhook has 1 ready endpoint",
-        "✓ system:serviceaccount:ksvc-system:ksvc-webhook may make all 20 API calls the server makes",
+        "✓ system:serviceaccount:ksvc-system:ksvc-webhook may make all 22 API calls the server makes",
         "✓ the sidecar catalogue in ConfigMap ksvc-system/ksvc-webhook-sidecars loads (2 templates)",
         "✓ namespaces opted out of the webhook: legacy",
     ] {
