@@ -60,6 +60,16 @@ pub const FIELD_MANAGER: &str = "ksvc-webhook";
 pub const LABEL_NAMESPACE_INJECT: &str = "ksvc-webhook.flyte.org/inject";
 /// The value of [`LABEL_NAMESPACE_INJECT`] that opts a namespace out.
 pub const NAMESPACE_INJECT_DISABLED: &str = "disabled";
+/// Namespace label: `enabled` lets `--readmit=labelled` write drifted KServices there again.
+pub const LABEL_NAMESPACE_READMIT: &str = "ksvc-webhook.flyte.org/readmit";
+/// The value of [`LABEL_NAMESPACE_READMIT`] that opts a namespace in.
+pub const NAMESPACE_READMIT_ENABLED: &str = "enabled";
+/// Annotation on the Service: [`READMIT_NEVER`] keeps re-admission from ever writing it.
+pub const ANNOTATION_READMIT: &str = "ksvc-webhook.flyte.org/readmit";
+/// The value of [`ANNOTATION_READMIT`] that opts a KService out.
+pub const READMIT_NEVER: &str = "never";
+/// Annotation on the Service: when re-admission last wrote it again (RFC 3339); the write itself.
+pub const ANNOTATION_READMITTED: &str = "ksvc-webhook.flyte.org/readmitted";
 /// Revision annotation: `"true"` lets the revision guard allow a DELETE it would refuse (an
 /// administrator's override, set on the revision before deleting it).
 pub const ANNOTATION_ALLOW_DELETE: &str = "ksvc-webhook.flyte.org/allow-delete";

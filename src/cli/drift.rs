@@ -324,8 +324,22 @@ pub enum DriftOutput {
     Yaml,
 }
 
+/// What `drift --help` shows after the flags.
+const HELP: &str = "\
+Environment:
+  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Exit status: 0 nothing has drifted, 1 something has, 2 an error.
+
+Examples:
+  ksvc-webhook drift -A --sidecars sidecars.yaml
+  ksvc-webhook drift -n team-a -o json
+  kubectl get ksvc -A -o yaml | ksvc-webhook drift -f -";
+
 /// Arguments of `drift`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = HELP)]
 pub struct DriftArgs {
     /// Judge the KServices in this file (`-` for standard input) instead of a cluster: JSON or
     /// (multi-document) YAML, `List` items included, e.g. `kubectl get ksvc -A -o yaml`;

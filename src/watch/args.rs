@@ -25,6 +25,8 @@ pub struct WatchArgs {
     /// status never waits for a write.
     #[arg(long, env = "KSVC_WEBHOOK_WRITE_CONCURRENCY", default_value = "4")]
     pub write_concurrency: std::num::NonZeroUsize,
+    #[command(flatten)]
+    pub readmit: super::readmit::args::ReadmitArgs,
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ use super::hub::{AppKey, Change, Hub};
 use super::inflight::{Done, Writes};
 use super::metrics::Metrics;
 use super::owners::ServiceStore;
+use super::readmit::{Readmitter, Wake};
 use super::view::{KService, Revision};
 use super::writes::{Job, Transition, Writer};
 use crate::admission::Policy;
@@ -57,6 +58,8 @@ pub struct LoopOptions {
     pub write_concurrency: usize,
     /// This replica, as reported on Events.
     pub identity: String,
+    /// How drifted apps are written again (off unless asked).
+    pub readmit: super::readmit::wave::Settings,
 }
 
 /// What the loop shares with the rest of the server.
@@ -96,6 +99,8 @@ struct State {
     attempts: BTreeMap<AppKey, u32>,
     services_listed: bool,
     revisions_listed: bool,
+    /// The namespaces (and so their labels) have been listed once.
+    namespaces_listed: bool,
     relisted: bool,
 }
 
@@ -137,6 +142,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
         identity: opts.identity.clone(),
         metrics: shared.metrics.clone(),
     };
+    let mut readmit = Readmitter::new(opts.readmit.clone(), writer.clone(), shared.policy.clone());
     // Dropped with the loop: a stopping loop aborts its writes.
     let mut writes = Writes::new(writer, shared.leader.clone(), opts.write_concurrency);
     let mut st = State {
@@ -148,6 +154,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
         attempts: BTreeMap::new(),
         services_listed: false,
         revisions_listed: false,
+        namespaces_listed: false,
         relisted: false,
     };
     let mut leader = shared.leader.clone();
@@ -170,7 +177,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
                 None => return,
             },
             ev = ns_events.next() => match ev {
-                Some(Ok(ev)) => on_namespace(&mut st, ev),
+                Some(Ok(ev)) => on_namespace(&mut st, &mut readmit, ev),
                 Some(Err(error)) => watch_error(&shared.metrics, "namespaces", &error),
                 None => return,
             },
@@ -184,11 +191,20 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
                     tracing::info!("admission policy changed; evaluating every KService's drift again");
                     st.dirty.extend(st.all_keys());
                     st.full = true;
+                    readmit.policy_changed();
                 }
             }
+            // Only once every cache has listed: a wave never starts from half a picture.
+            wake = readmit.next(), if readmit.active() && st.namespaces_listed && shared.synced.load(Ordering::Acquire) => match wake {
+                Wake::Tick => {
+                    let leading = *shared.leader.borrow();
+                    st.dirty.extend(readmit.step(&st.cache, &st.drift, leading));
+                }
+                Wake::Done(outcome) => st.dirty.extend(readmit.on_outcome(outcome, &st.cache)),
+            },
             changed = leader.changed(), if leader_alive => match changed {
                 Ok(()) if *leader.borrow() => st.dirty.extend(st.all_keys()),
-                Ok(()) => {}
+                Ok(()) => readmit.reset(),
                 Err(_) => leader_alive = false,
             },
             _ = tokio::time::sleep_until(next_retry.unwrap_or_else(Instant::now)), if next_retry.is_some() => {
@@ -205,7 +221,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
         }
         let first_sync = after_list(&mut st, &shared);
         // Never waits: status is published here, writes only start (see `inflight`).
-        reconcile_dirty(&mut st, &shared, &mut writes);
+        reconcile_dirty(&mut st, &shared, &mut writes, &readmit);
         if first_sync {
             // Synced once every app has a status, not once their writes are done: `/apps` never
             // serves a half-filled cache, and never waits behind a slow write.
@@ -245,7 +261,7 @@ fn after_list(st: &mut State, shared: &Shared) -> bool {
 }
 
 /// Reconcile every dirty app: publish its status now, hand its writes to the queue.
-fn reconcile_dirty(st: &mut State, shared: &Shared, writes: &mut Writes) {
+fn reconcile_dirty(st: &mut State, shared: &Shared, writes: &mut Writes, readmit: &Readmitter) {
     for key in std::mem::take(&mut st.dirty) {
         // Read per app; the job reads it again before every write.
         let leading = *shared.leader.borrow();
@@ -254,7 +270,7 @@ fn reconcile_dirty(st: &mut State, shared: &Shared, writes: &mut Writes) {
         let _entered = span.enter();
         let started = std::time::Instant::now();
         st.drift.update(&key, st.cache.service(&key).as_deref());
-        let job = reconcile(st, shared, &key, leading);
+        let job = reconcile(st, shared, &key, leading, readmit);
         shared
             .metrics
             .duration
@@ -321,14 +337,29 @@ fn on_service(st: &mut State, writes: &mut Writes, hub: &Hub, ev: watcher::Event
 }
 
 /// A namespace's opt-out label changed: its apps' drift is stale.
-fn on_namespace(st: &mut State, ev: watcher::Event<PartialObjectMeta<Namespace>>) {
+fn on_namespace(
+    st: &mut State,
+    readmit: &mut Readmitter,
+    ev: watcher::Event<PartialObjectMeta<Namespace>>,
+) {
     let (ns, label) = match &ev {
-        watcher::Event::Apply(ns) | watcher::Event::InitApply(ns) => (
-            ns.name_any(),
-            ns.labels().get(keys::LABEL_NAMESPACE_INJECT).cloned(),
-        ),
+        watcher::Event::Apply(ns) | watcher::Event::InitApply(ns) => {
+            let enabled = ns.labels().get(keys::LABEL_NAMESPACE_READMIT);
+            readmit.set_namespace(
+                &ns.name_any(),
+                enabled.is_some_and(|v| v == keys::NAMESPACE_READMIT_ENABLED),
+            );
+            (
+                ns.name_any(),
+                ns.labels().get(keys::LABEL_NAMESPACE_INJECT).cloned(),
+            )
+        }
         watcher::Event::Delete(ns) => (ns.name_any(), None),
-        watcher::Event::Init | watcher::Event::InitDone => return,
+        watcher::Event::Init => return,
+        watcher::Event::InitDone => {
+            st.namespaces_listed = true;
+            return;
+        }
     };
     if st.drift.set_namespace(&ns, label.as_deref()) {
         let stale = st.all_keys().into_iter().filter(|k| k.namespace == ns);
@@ -354,7 +385,13 @@ fn on_revision(st: &mut State, ev: watcher::Event<Revision>) {
 
 /// Reconcile one app: publish its status (every replica); plan its writes (the leader). `None`
 /// when this replica has nothing to write for it.
-fn reconcile(st: &State, shared: &Shared, key: &AppKey, leading: bool) -> Option<Job> {
+fn reconcile(
+    st: &State,
+    shared: &Shared,
+    key: &AppKey,
+    leading: bool,
+    readmit: &Readmitter,
+) -> Option<Job> {
     shared.metrics.reconciles.inc();
     let Some(eval) = st.cache.evaluate(key, &Timestamp::now().to_string()) else {
         shared.hub.remove(key);
@@ -367,6 +404,7 @@ fn reconcile(st: &State, shared: &Shared, key: &AppKey, leading: bool) -> Option
         ..
     } = eval;
     record.drift = st.drift.get(key).map(Into::into).unwrap_or_default();
+    record.drift.readmit = readmit.state_of(key).map(str::to_owned);
     let change = shared.hub.upsert(record);
     if !leading {
         return None;

@@ -49,6 +49,10 @@ pub struct AppDrift {
     /// Converging it would change `spec.template`: a new Revision and new pods.
     #[serde(default)]
     pub drift_new_revision: bool,
+    /// What re-admission is doing with it on the leader (`writing`, `waiting-for-ready`,
+    /// `unfixable`); absent when nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readmit: Option<String>,
 }
 
 impl From<&Drift> for AppDrift {
@@ -56,6 +60,7 @@ impl From<&Drift> for AppDrift {
         Self {
             drift: d.findings.clone(),
             drift_new_revision: d.new_revision,
+            readmit: None,
         }
     }
 }

@@ -45,7 +45,17 @@ pub struct Metrics {
     /// `ksvc_webhook_drift_last_evaluation_timestamp_seconds`: when every cached KService was
     /// last evaluated against the current policy (0 before the first time).
     pub drift_evaluated: Gauge<f64, AtomicU64>,
+    /// `ksvc_webhook_readmit_total{result}`: re-admissions by how they ended (`converged`,
+    /// `failed`, `timed_out`, `refused`, `unfixable`).
+    pub readmit_total: Family<Labels, Counter>,
+    /// `ksvc_webhook_readmit_in_flight`: re-admitted apps not settled yet, and writes under way.
+    pub readmit_in_flight: Gauge,
+    /// `ksvc_webhook_readmit_paused`: 1 while failures in a row hold re-admission, else 0.
+    pub readmit_paused: Gauge,
 }
+
+/// Every `result` of `ksvc_webhook_readmit_total`.
+pub const READMIT_RESULTS: [&str; 5] = ["converged", "failed", "timed_out", "refused", "unfixable"];
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -60,6 +70,9 @@ impl Default for Metrics {
             write_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             drift_apps: Family::default(),
             drift_evaluated: Gauge::default(),
+            readmit_total: Family::default(),
+            readmit_in_flight: Gauge::default(),
+            readmit_paused: Gauge::default(),
         }
     }
 }
@@ -85,6 +98,27 @@ impl Metrics {
             "When every cached KService was last evaluated against the current admission policy",
             self.drift_evaluated.clone(),
         );
+        let readmit = registry.sub_registry_with_prefix("ksvc_webhook_readmit");
+        readmit.register(
+            "in_flight",
+            "Re-admitted apps whose new Revision is not settled yet, and re-admission writes under way",
+            self.readmit_in_flight.clone(),
+        );
+        readmit.register(
+            "paused",
+            "1 while failures in a row hold re-admission until the policy changes, else 0",
+            self.readmit_paused.clone(),
+        );
+        registry.register(
+            "ksvc_webhook_readmit",
+            "Re-admissions by how they ended",
+            self.readmit_total.clone(),
+        );
+        for result in READMIT_RESULTS {
+            self.readmit_total
+                .get_or_create(&vec![("result", result)])
+                .inc_by(0);
+        }
         let r = registry.sub_registry_with_prefix("ksvc_webhook_watch");
         r.register(
             "synced",
@@ -148,6 +182,13 @@ impl Metrics {
     /// Count a write (`stop_edits`, `delete_revision`, `event`).
     pub fn write(&self, action: &'static str) {
         self.writes.get_or_create(&vec![("action", action)]).inc();
+    }
+
+    /// Count a re-admission that ended so ([`READMIT_RESULTS`]).
+    pub fn readmit(&self, result: &'static str) {
+        self.readmit_total
+            .get_or_create(&vec![("result", result)])
+            .inc();
     }
 
     /// Set the per-reason drift gauges from the index.

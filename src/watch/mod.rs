@@ -18,6 +18,7 @@ pub mod inflight;
 pub mod metrics;
 pub mod owners;
 pub mod plan;
+pub mod readmit;
 pub mod status;
 pub mod view;
 pub mod writes;
@@ -178,6 +179,7 @@ async fn run(
         resync_every: args.resync_interval.max(Duration::from_secs(1)),
         write_concurrency: args.write_concurrency.get(),
         identity,
+        readmit: args.readmit.settings(),
     };
     tokio::select! {
         () = controller::run(client, opts, shared) => {}

@@ -79,6 +79,7 @@ async fn cluster() -> Cluster {
         resync_interval: Duration::from_secs(300),
         watch_buffer: 16,
         write_concurrency: std::num::NonZeroUsize::MIN,
+        readmit: Default::default(),
     };
     let watch = ksvc_webhook::watch::spawn(&args, &client, &election, Default::default());
     let view = watch.revision_owners();

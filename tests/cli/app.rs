@@ -269,6 +269,7 @@ fn watch_args() -> WatchArgs {
         resync_interval: std::time::Duration::from_secs(300),
         watch_buffer: 16,
         write_concurrency: std::num::NonZeroUsize::MIN,
+        readmit: Default::default(),
     }
 }
 

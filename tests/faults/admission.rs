@@ -40,6 +40,7 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
         resync_interval: Duration::from_secs(300),
         watch_buffer: 16,
         write_concurrency: std::num::NonZeroUsize::MIN,
+        readmit: Default::default(),
     };
     let mut watch = None;
     let server = harness::start(

@@ -68,6 +68,7 @@ impl Loop {
             resync_every: resync,
             identity: identity.to_owned(),
             write_concurrency: 4,
+            readmit: Default::default(),
         };
         let run = controller::run(client, opts, shared).with_subscriber(logs.dispatch());
         let task = tokio::spawn(run);

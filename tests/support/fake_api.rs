@@ -3,7 +3,8 @@
 //! Lists carry a resourceVersion; watches stream `{"type":"ADDED","object":…}` lines, replay
 //! history after the requested resourceVersion (so a broken watch can resume) and can be cut
 //! with [`FakeApi::disconnect_watches`]; writes check resourceVersion and delete preconditions and
-//! answer 409/404 with `Status` bodies; [`FakeApi::fail_puts`] injects conflicting writers and
+//! answer 409/404 with `Status` bodies (a replace with `?dryRun=All` is checked and admitted but
+//! not stored); [`FakeApi::fail_puts`] injects conflicting writers and
 //! [`FakeApi::inject`] any [`Fault`] (an error status, throttling, no answer, a dropped
 //! connection) into the next calls of one verb on one resource. Every request is recorded. Only what the watch loop, the `app` CLI and the certificate manager use is
 //! implemented (JSON Patch for the webhook configuration's caBundle).
@@ -19,6 +20,7 @@ use tokio::sync::{broadcast, watch};
 
 mod admit;
 pub mod authn;
+pub mod knative;
 mod routes;
 
 type Key = (String, String, String); // resource, namespace, name
@@ -31,6 +33,8 @@ pub struct Request {
     pub name: Option<String>,
     pub query: HashMap<String, String>,
     pub body: Value,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 #[derive(Debug, Clone)]
@@ -145,6 +149,19 @@ impl FakeApi {
         self.commit(&mut inner, key, kind, obj);
     }
 
+    /// Change a stored object in place, atomically, as another controller would (Knative
+    /// writing a Service's status); whether it exists.
+    pub fn edit(&self, resource: &str, ns: &str, name: &str, f: impl FnOnce(&mut Value)) -> bool {
+        let mut inner = self.inner.lock().unwrap();
+        let key = (resource.to_owned(), ns.to_owned(), name.to_owned());
+        let Some(mut obj) = inner.objects.get(&key).cloned() else {
+            return false;
+        };
+        f(&mut obj);
+        self.commit(&mut inner, key, "MODIFIED", obj);
+        true
+    }
+
     /// Delete an object as another controller would.
     pub fn remove(&self, resource: &str, ns: &str, name: &str) {
         let mut inner = self.inner.lock().unwrap();
@@ -204,7 +221,7 @@ impl FakeApi {
             .collect()
     }
 
-    /// Make the next `n` PUTs on `resource` lose a race: another writer changes the object first
+    /// Make the next `n` PUTs (dry runs aside) on `resource` lose a race: another writer changes the object first
     /// (annotation `fake/concurrent-writes`), and the PUT gets 409 Conflict.
     pub fn fail_puts(&self, resource: &str, n: u32) {
         self.inner

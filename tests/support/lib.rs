@@ -139,6 +139,17 @@ impl Replica {
         leader: watch::Receiver<bool>,
         policy: Policy,
     ) -> Self {
+        Self::start_readmitting(fake, identity, leader, policy, Default::default())
+    }
+
+    /// A replica whose drift report starts with `policy` and that re-admits as `readmit` says.
+    pub fn start_readmitting(
+        fake: &FakeApi,
+        identity: &str,
+        leader: watch::Receiver<bool>,
+        policy: Policy,
+        readmit: ksvc_webhook::watch::readmit::wave::Settings,
+    ) -> Self {
         let policy = Arc::new(ArcSwap::from_pointee(policy));
         let hub = Hub::new();
         let synced = Arc::new(AtomicBool::new(false));
@@ -164,6 +175,7 @@ impl Replica {
             resync_every: Duration::from_secs(3600),
             write_concurrency: 4,
             identity: identity.to_owned(),
+            readmit,
         };
         let task = tokio::spawn(controller::run(fake.client(), opts, shared));
         Self {

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 use support::status_api::{self, get};
 use support::{FakeApi, Replica, wait_until};
 
-const SHIPPER: &str = "default: [log-shipper]\ntemplates:\n  log-shipper:\n    containers:\n      - name: log-shipper\n        image: fluent/fluent-bit:3.1.9\n";
+pub(crate) const SHIPPER: &str = "default: [log-shipper]\ntemplates:\n  log-shipper:\n    containers:\n      - name: log-shipper\n        image: fluent/fluent-bit:3.1.9\n";
 
-fn catalogue(text: &str) -> Policy {
+pub(crate) fn catalogue(text: &str) -> Policy {
     Policy {
         sidecars: Arc::new(Catalogue::parse(text).unwrap()),
         ..Policy::default()
@@ -26,7 +26,7 @@ fn catalogue(text: &str) -> Policy {
 }
 
 /// A managed app `app` of proj/dev in `ns`, as someone applied it before the webhook existed.
-fn before_the_webhook(ns: &str, app: &str) -> Value {
+pub(crate) fn before_the_webhook(ns: &str, app: &str) -> Value {
     json!({
         "apiVersion": "serving.knative.dev/v1", "kind": "Service",
         "metadata": {
@@ -45,18 +45,18 @@ fn before_the_webhook(ns: &str, app: &str) -> Value {
 }
 
 /// `object` as admission writes it under `policy`.
-fn admitted(object: Value, policy: &Policy) -> Value {
+pub(crate) fn admitted(object: Value, policy: &Policy) -> Value {
     let ns = object["metadata"]["namespace"].as_str().unwrap().to_owned();
     let decision = decide(Request::kservice("u", "CREATE", &ns, object, None), policy);
     assert!(decision.allowed, "{}", decision.message());
     decision.object_json().unwrap()
 }
 
-fn reasons(record: &AppRecord) -> Vec<Reason> {
+pub(crate) fn reasons(record: &AppRecord) -> Vec<Reason> {
     record.drift.drift.iter().map(|f| f.reason).collect()
 }
 
-fn scrape(replica: &Replica) -> String {
+pub(crate) fn scrape(replica: &Replica) -> String {
     let mut registry = Registry::default();
     replica.metrics.register(&mut registry);
     let mut text = String::new();

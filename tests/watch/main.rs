@@ -1,5 +1,5 @@
-//! The watch loop of `src/watch/` against the fake API server: the controller and its write
-//! queue.
+//! The watch loop of `src/watch/` against the fake API server: the controller, its write
+//! queue, the drift report and re-admission.
 //!
 //! One test binary for the folder; each module tests one part of it.
 
@@ -7,5 +7,7 @@
 mod controller;
 #[cfg(test)]
 mod drift;
+#[cfg(test)]
+mod readmit;
 #[cfg(test)]
 mod writes;

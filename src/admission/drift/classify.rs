@@ -159,15 +159,17 @@ fn sidecar_changes(before: &Node, after: &Node) -> String {
 }
 
 /// The values of every `INTERNAL_APP_ENDPOINT_PATTERN` in the containers (`valueFrom` for one
-/// that has no value).
+/// that has no value). What the parser or a sidecar template kept as text (an injected
+/// container's env) is none of the webhook's own variable, and is not read into.
 fn endpoint_values(doc: &Node) -> Vec<String> {
     ksvc::containers(doc)
         .iter()
-        // An injected sidecar's members are kept as JSON text, not read: the endpoint variable
-        // is only ever the user's containers'.
-        .filter_map(|c| match c.get("env") {
-            Some(Node::Raw { .. }) | None => None,
-            Some(env) => env.as_array(),
+        .filter_map(|c| match c {
+            Node::Object(container) => match container.get("env") {
+                Some(Node::Array(env)) => Some(env),
+                _ => None,
+            },
+            _ => None,
         })
         .flatten()
         .filter_map(|e| match e {

@@ -127,6 +127,7 @@ fn cases() -> Vec<Case> {
     let none = Policy::default();
     let shipper = with_catalogue(SHIPPER_V1);
     let shipper_v2 = with_catalogue(&SHIPPER_V1.replace("3.1.9", "3.2.0"));
+    let example = with_catalogue(include_str!("../../../examples/sidecars.yaml"));
     let current = admitted(stored(), &none);
     let current_shipped = admitted(stored(), &shipper);
     let env = "/spec/template/spec/containers/0/env/1/value";
@@ -142,6 +143,20 @@ fn cases() -> Vec<Case> {
                 "admission adds flyte.org/spec-sha=\"",
                 "http://{app_fqdn}-proj-dev.flyte.svc.cluster.local",
                 "/metadata/annotations/flyte.org~1app-id, /metadata/labels/flyte.org~1app-managed",
+            ],
+        },
+        Case {
+            name: "created before the webhook, under the example catalogue",
+            object: stored(),
+            policy: example.clone(),
+            inject: None,
+            reasons: &[MissingSpecSha, MissingEndpointEnv, StaleSidecars, Other],
+            new_revision: true,
+            details: &[
+                "",
+                "-proj-dev.flyte.svc.cluster.local",
+                "add log-shipper",
+                "",
             ],
         },
         Case {

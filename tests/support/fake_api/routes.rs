@@ -16,6 +16,8 @@ pub(super) struct Path {
     resource: String,
     namespace: Option<String>,
     name: Option<String>,
+    /// `?dryRun=All`: a replace runs admission and its checks, and stores nothing.
+    dry_run: bool,
 }
 
 fn parse(uri: &Uri) -> Option<Path> {
@@ -25,6 +27,9 @@ fn parse(uri: &Uri) -> Option<Path> {
         "apis" => parts.get(3..)?,
         _ => return None,
     };
+    let dry_run = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "dryRun=All"));
     let (namespace, rest) = match rest {
         ["namespaces", ns, rest @ ..] => (Some(ns.to_string()), rest),
         rest => (None, rest),
@@ -34,11 +39,13 @@ fn parse(uri: &Uri) -> Option<Path> {
             resource: resource.to_string(),
             namespace,
             name: None,
+            dry_run,
         }),
         [resource, name] => Some(Path {
             resource: resource.to_string(),
             namespace,
             name: Some(name.to_string()),
+            dry_run,
         }),
         _ => None,
     }
@@ -101,6 +108,7 @@ pub(super) async fn handle(
         name: path.name.clone(),
         query: query.clone(),
         body: body.clone(),
+        at: std::time::Instant::now(),
     });
     let (ns, name) = (path.namespace.as_deref(), path.name.as_deref());
     if let Some(fault) = fake.take_fault(&method, &path.resource, ns, name, &query) {
@@ -306,7 +314,12 @@ fn replace(fake: &FakeApi, path: &Path, name: &str, mut obj: Value) -> Response 
         "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
         path.resource
     );
-    let race = match inner.conflicts.get_mut(&path.resource) {
+    // A dry run stores nothing: the staged concurrent writers wait for a real write.
+    let race = match inner
+        .conflicts
+        .get_mut(&path.resource)
+        .filter(|_| !path.dry_run)
+    {
         Some(n) if *n > 0 => {
             *n -= 1;
             true
@@ -335,6 +348,9 @@ fn replace(fake: &FakeApi, path: &Path, name: &str, mut obj: Value) -> Response 
     if let Some(status) = stored.get("status") {
         // The status subresource: a PUT of the main resource does not change it.
         obj["status"] = status.clone();
+    }
+    if path.dry_run {
+        return axum::Json(obj).into_response();
     }
     let stored = fake.commit(&mut inner, key, "MODIFIED", obj);
     axum::Json(stored).into_response()

@@ -1,0 +1,358 @@
+//! The wave's decisions, step by step, on apps described as data.
+
+use std::time::Duration;
+
+use super::*;
+use crate::admission::drift::Finding;
+use crate::watch::view::KService;
+
+fn key(name: &str) -> AppKey {
+    AppKey {
+        namespace: "apps".into(),
+        name: name.into(),
+    }
+}
+
+fn stored(image: &str) -> Stored {
+    let ksvc: KService = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "x", "namespace": "apps"},
+        "spec": {"template": {"spec": {"containers": [{"image": image}]}}}
+    }))
+    .unwrap();
+    ksvc.stored
+}
+
+fn drift(reasons: &[Reason]) -> Drift {
+    Drift {
+        findings: reasons
+            .iter()
+            .map(|r| Finding {
+                reason: *r,
+                detail: String::new(),
+            })
+            .collect(),
+        new_revision: true,
+    }
+}
+
+/// One app as data: its name, drift and what the wave reads of it.
+struct Fixture {
+    key: AppKey,
+    drift: Drift,
+    stored: Stored,
+    stopped: bool,
+    deleting: bool,
+    opted_out: bool,
+    namespace_enabled: bool,
+    readmitted: bool,
+    generation: i64,
+    settled: bool,
+    failed: Option<String>,
+}
+
+fn app(name: &str, reasons: &[Reason]) -> Fixture {
+    Fixture {
+        key: key(name),
+        drift: drift(reasons),
+        stored: stored("app:1"),
+        stopped: false,
+        deleting: false,
+        opted_out: false,
+        namespace_enabled: false,
+        readmitted: false,
+        generation: 2,
+        settled: true,
+        failed: None,
+    }
+}
+
+fn view(apps: &[Fixture]) -> Vec<App<'_>> {
+    apps.iter()
+        .map(|a| App {
+            key: &a.key,
+            drift: &a.drift,
+            stored: &a.stored,
+            stopped: a.stopped,
+            deleting: a.deleting,
+            opted_out: a.opted_out,
+            namespace_enabled: a.namespace_enabled,
+            readmitted: a.readmitted,
+            generation: a.generation,
+            settled: a.settled,
+            failed: a.failed.clone(),
+        })
+        .collect()
+}
+
+fn all() -> Settings {
+    Settings {
+        mode: Mode::All,
+        interval: Duration::from_secs(10),
+        ..Settings::default()
+    }
+}
+
+const S: fn(u64) -> Duration = Duration::from_secs;
+
+#[test]
+fn only_apps_it_may_fix_are_started() {
+    use Reason::*;
+    let mut stopped = app("stopped", &[MissingSpecSha]);
+    stopped.stopped = true;
+    let mut deleting = app("deleting", &[MissingSpecSha]);
+    deleting.deleting = true;
+    let mut never = app("never", &[MissingSpecSha]);
+    never.opted_out = true;
+    let cases: Vec<(&str, Fixture, Settings)> = vec![
+        ("in step", app("a", &[]), all()),
+        ("refused today", app("a", &[WouldReject]), all()),
+        ("excluded", app("a", &[Excluded]), all()),
+        (
+            "revision-named",
+            app("a", &[StaleSidecars, BlockedRevisionName]),
+            all(),
+        ),
+        ("stopped", stopped, all()),
+        ("deleting", deleting, all()),
+        ("opted out", never, all()),
+        (
+            "off",
+            app("a", &[MissingSpecSha]),
+            Settings {
+                mode: Mode::Off,
+                ..all()
+            },
+        ),
+        (
+            "labelled, namespace not",
+            app("a", &[MissingSpecSha]),
+            Settings {
+                mode: Mode::Labelled,
+                ..all()
+            },
+        ),
+        (
+            "a reason not acted on",
+            app("a", &[MissingSpecSha]),
+            Settings {
+                reasons: [StaleSidecars].into(),
+                ..all()
+            },
+        ),
+    ];
+    for (name, fixture, settings) in cases {
+        let fixtures = [fixture];
+        let steps = Wave::default().step(&settings, view(&fixtures), S(0));
+        assert_eq!(steps, [], "{name}");
+    }
+    let mut labelled = app("a", &[MissingSpecSha, Other]);
+    labelled.namespace_enabled = true;
+    let settings = Settings {
+        mode: Mode::Labelled,
+        ..all()
+    };
+    let steps = Wave::default().step(&settings, view(&[labelled]), S(0));
+    assert_eq!(steps, [Step::Start(key("a"))]);
+}
+
+#[test]
+fn starts_wait_for_room_and_the_interval() {
+    let mut apps = vec![
+        app("a", &[Reason::StaleSidecars]),
+        app("b", &[Reason::StaleSidecars]),
+        app("c", &[Reason::MissingSpecSha]),
+    ];
+    let settings = all();
+    let mut wave = Wave::default();
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(0)),
+        [Step::Start(key("a"))]
+    );
+    assert_eq!(wave.step(&settings, view(&apps), S(1)), [], "still writing");
+    wave.written(
+        &key("a"),
+        stored("app:1"),
+        &Written::Yes {
+            new_revision: true,
+            generation: 2,
+        },
+        S(1),
+    );
+    apps[0].drift = drift(&[]);
+    apps[0].readmitted = true;
+    apps[0].settled = false;
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(20)),
+        [],
+        "a is unsettled"
+    );
+    assert_eq!(wave.in_flight(), 1);
+    apps[0].settled = true;
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(21)),
+        [Step::Converged(key("a")), Step::Start(key("b"))]
+    );
+    // A metadata-only convergence has nothing to wait for; the interval still holds.
+    wave.written(
+        &key("b"),
+        stored("app:1"),
+        &Written::Yes {
+            new_revision: false,
+            generation: 1,
+        },
+        S(21),
+    );
+    apps[1].drift = drift(&[]);
+    assert_eq!(wave.step(&settings, view(&apps), S(25)), []);
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(31)),
+        [Step::Start(key("c"))]
+    );
+}
+
+#[test]
+fn failures_in_a_row_pause_the_wave_until_the_policy_changes() {
+    let mut apps: Vec<Fixture> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| app(n, &[Reason::StaleSidecars]))
+        .collect();
+    let settings = Settings {
+        interval: Duration::ZERO,
+        ..all()
+    };
+    let mut wave = Wave::default();
+    let mut seen = wave.step(&settings, view(&apps), S(0));
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        assert_eq!(seen.last(), Some(&Step::Start(key(name))), "{seen:?}");
+        wave.written(
+            &key(name),
+            stored("app:1"),
+            &Written::Yes {
+                new_revision: true,
+                generation: 2,
+            },
+            S(i as u64),
+        );
+        // Written through admission: converged, but its new Revision fails.
+        apps[i].drift = drift(&[]);
+        apps[i].readmitted = true;
+        apps[i].settled = false;
+        apps[i].failed = Some("RevisionFailed: image pull".into());
+        seen = wave.step(&settings, view(&apps), S(i as u64 + 1));
+        assert!(
+            matches!(&seen[0], Step::Failed { key: k, timed_out: false, .. } if *k == key(name)),
+            "{seen:?}"
+        );
+    }
+    assert_eq!(seen.last(), Some(&Step::Paused(3)), "{seen:?}");
+    assert!(wave.paused());
+    assert_eq!(wave.step(&settings, view(&apps), S(100)), [], "d waits");
+    wave.policy_changed();
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(101)),
+        [Step::Start(key("d"))]
+    );
+}
+
+#[test]
+fn a_revision_not_ready_in_time_is_a_failure() {
+    let mut apps = vec![app("a", &[Reason::StaleSidecars])];
+    let settings = all();
+    let mut wave = Wave::default();
+    wave.step(&settings, view(&apps), S(0));
+    wave.written(
+        &key("a"),
+        stored("app:1"),
+        &Written::Yes {
+            new_revision: true,
+            generation: 2,
+        },
+        S(0),
+    );
+    apps[0].settled = false;
+    assert_eq!(wave.step(&settings, view(&apps), S(300)), []);
+    let steps = wave.step(&settings, view(&apps), S(301));
+    assert!(
+        matches!(&steps[..], [Step::Failed { timed_out: true, why, .. }] if why.contains("300s")),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn an_unfixable_app_waits_for_a_change_and_refusals_count() {
+    let mut apps = vec![app("a", &[Reason::Other])];
+    let settings = Settings {
+        interval: Duration::ZERO,
+        ..all()
+    };
+    let mut wave = Wave::default();
+    wave.step(&settings, view(&apps), S(0));
+    wave.written(&key("a"), stored("app:1"), &Written::Unfixable, S(0));
+    assert_eq!(wave.state_of(&key("a")), Some("unfixable"));
+    assert_eq!(wave.step(&settings, view(&apps), S(1)), [], "not again");
+    apps[0].stored = stored("app:2");
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(2)),
+        [Step::Start(key("a"))],
+        "the app changed"
+    );
+    wave.written(&key("a"), stored("app:2"), &Written::Unreachable, S(2));
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(3)),
+        [Step::Start(key("a"))],
+        "nothing was written: tried again"
+    );
+    wave.written(&key("a"), stored("app:2"), &Written::Refused, S(3));
+    assert_eq!(wave.failures, 1);
+}
+
+#[test]
+fn an_app_another_leader_wrote_counts_until_it_settles() {
+    let mut apps = vec![app("a", &[]), app("b", &[Reason::MissingEndpointEnv])];
+    apps[0].readmitted = true;
+    apps[0].settled = false;
+    let settings = all();
+    let mut wave = Wave::default();
+    assert_eq!(wave.step(&settings, view(&apps), S(0)), []);
+    assert_eq!(wave.state_of(&key("a")), Some("waiting-for-ready"));
+    apps[0].settled = true;
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(1)),
+        [Step::Converged(key("a")), Step::Start(key("b"))]
+    );
+    wave.reset();
+    assert_eq!(wave.in_flight(), 0, "a new leader starts from the cluster");
+}
+
+#[test]
+fn a_written_app_settles_only_once_the_cache_shows_the_write() {
+    let mut apps = vec![app("a", &[Reason::StaleSidecars])];
+    let settings = all();
+    let mut wave = Wave::default();
+    wave.step(&settings, view(&apps), S(0));
+    wave.written(
+        &key("a"),
+        stored("app:1"),
+        &Written::Yes {
+            new_revision: true,
+            generation: 3,
+        },
+        S(0),
+    );
+    // The cache still holds generation 2, settled as it was before the write.
+    assert_eq!(wave.step(&settings, view(&apps), S(1)), []);
+    apps[0].failed = Some("an old failure".into());
+    apps[0].settled = false;
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(2)),
+        [],
+        "not its failure"
+    );
+    apps[0].generation = 3;
+    apps[0].failed = None;
+    apps[0].settled = true;
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(3)),
+        [Step::Converged(key("a"))]
+    );
+}
