@@ -1,229 +1,89 @@
-//! Certificate self-management against a Kubernetes API the test controls.
-//!
-//! `FakeApi` is a tower service that speaks the real Kubernetes JSON for the calls `certmgr`
-//! makes (Secret get/create/replace, MutatingWebhookConfiguration get/JSON-patch), with
-//! resourceVersion preconditions, AlreadyExists and a failing JSON Patch `test` as the API
-//! server answers them. `kube::Client::new` runs on it, so the real request encoding is used.
+//! Certificate self-management against the in-test Kubernetes API (`support::FakeApi`): the
+//! real Kubernetes JSON for the calls `certmgr` makes (Secret get/create/replace, webhook
+//! configuration get/JSON-patch), with resourceVersion preconditions, AlreadyExists and a failing
+//! JSON Patch `test` as the API server answers them, and other writers staged just before a call
+//! ([`FakeApi::before_next`]).
 
 // A test crate: its helpers (outside `#[test]` functions) may panic on a broken fixture too.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::{Method, Request, Response};
 use k8s_openapi::api::core::v1::Secret;
 use ksvc_webhook::certmgr::pki;
 use ksvc_webhook::certmgr::{CertArgs, Manager, Plan, SecretData, plan::Fresh};
-use serde_json::{Value, json};
+use serde_json::json;
+use support::FakeApi;
+use support::fake_api::Fault;
 use time::{Duration, OffsetDateTime};
 
 const NS: &str = "ksvc-system";
 const SECRET: &str = "ksvc-webhook-certs";
 const CONFIG: &str = "zz-ksvc-webhook.flyte.org";
-const SECRETS: &str = "/api/v1/namespaces/ksvc-system/secrets";
-const CONFIGS: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
+const SECRETS: &str = "secrets";
+const CONFIGS: &str = "mutatingwebhookconfigurations";
 const GUARD: &str = "ksvc-webhook-revision-guard.flyte.org";
-const GUARDS: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
+const GUARDS: &str = "validatingwebhookconfigurations";
 
-#[derive(Default)]
-struct State {
-    secrets: BTreeMap<String, Value>,
-    configs: BTreeMap<String, Value>,
-    version: u64,
-    /// Each request as `METHOD path`.
-    log: Vec<String>,
-    /// Stored by the next create just before it runs, as if another replica won the race.
-    racer: Option<Value>,
-    /// Bumps the configuration's resourceVersion before the next patch (a concurrent writer).
-    bump_config_before_patch: bool,
-    /// Secret creates still to refuse with 404, as while the namespace is being created.
-    failing_creates: u32,
-}
-
-#[derive(Clone, Default)]
-struct FakeApi(Arc<Mutex<State>>);
-
-impl FakeApi {
-    fn client(&self) -> kube::Client {
-        let api = self.clone();
-        let service = tower::service_fn(move |req: Request<kube::client::Body>| {
-            let api = api.clone();
-            async move { Ok::<_, Infallible>(api.handle(req).await) }
-        });
-        kube::Client::new(service, "default")
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.0.lock().unwrap()
-    }
-
-    fn with_config(self) -> Self {
-        let hook = |name: &str| {
-            json!({
-                "name": name,
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "clientConfig": {"service": {"name": "ksvc-webhook", "namespace": NS, "path": "/mutate", "port": 443}}
-            })
-        };
-        let config = json!({
+/// The fake API with the webhook's configuration (two webhooks) stored.
+async fn with_config() -> FakeApi {
+    let api = FakeApi::start().await;
+    let hook = |name: &str| {
+        json!({
+            "name": name,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "clientConfig": {"service": {"name": "ksvc-webhook", "namespace": NS, "path": "/mutate", "port": 443}}
+        })
+    };
+    api.put(
+        CONFIGS,
+        json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": CONFIG},
             "webhooks": [hook(CONFIG), hook("second.flyte.org")]
-        });
-        self.store_config(config);
-        self
-    }
-
-    fn store_config(&self, mut config: Value) {
-        let mut s = self.state();
-        s.version += 1;
-        config["metadata"]["resourceVersion"] = json!(s.version.to_string());
-        let name = config["metadata"]["name"].as_str().unwrap().to_owned();
-        s.configs.insert(name, config);
-    }
-
-    fn secret(&self) -> Option<Secret> {
-        let s = self.state();
-        s.secrets
-            .get(SECRET)
-            .map(|v| serde_json::from_value(v.clone()).unwrap())
-    }
-
-    fn data(&self) -> SecretData {
-        SecretData::from_secret(&self.secret().unwrap()).unwrap()
-    }
-
-    fn bundles(&self) -> Vec<Vec<u8>> {
-        use base64::Engine as _;
-        let s = self.state();
-        s.configs[CONFIG]["webhooks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| match h["clientConfig"]["caBundle"].as_str() {
-                Some(b) => base64::engine::general_purpose::STANDARD.decode(b).unwrap(),
-                None => Vec::new(),
-            })
-            .collect()
-    }
-
-    fn writes(&self) -> Vec<String> {
-        let s = self.state();
-        s.log
-            .iter()
-            .filter(|l| !l.starts_with("GET"))
-            .cloned()
-            .collect()
-    }
-
-    async fn handle(&self, req: Request<kube::client::Body>) -> Response<Full<Bytes>> {
-        let method = req.method().clone();
-        let path = req.uri().path().to_string();
-        let body = req.into_body().collect().await.unwrap().to_bytes();
-        let mut s = self.state();
-        s.log.push(format!("{method} {path}"));
-        let secret_name = path
-            .strip_prefix(&format!("{SECRETS}/"))
-            .map(str::to_string);
-        // Both kinds of webhook configuration live in one map, by name.
-        let config_name = path
-            .strip_prefix(&format!("{CONFIGS}/"))
-            .or_else(|| path.strip_prefix(&format!("{GUARDS}/")))
-            .map(str::to_string);
-        match (method, secret_name, config_name) {
-            (Method::GET, Some(name), _) => get(&s.secrets, &name),
-            (Method::POST, None, None) if path == SECRETS && s.failing_creates > 0 => {
-                s.failing_creates -= 1;
-                status(404, "NotFound", &format!("namespaces \"{NS}\" not found"))
-            }
-            (Method::POST, None, None) if path == SECRETS => {
-                let mut object: Value = serde_json::from_slice(&body).unwrap();
-                let name = object["metadata"]["name"].as_str().unwrap().to_string();
-                if let Some(racer) = s.racer.take() {
-                    s.version += 1;
-                    let mut racer = racer;
-                    racer["metadata"]["resourceVersion"] = json!(s.version.to_string());
-                    s.secrets.insert(name.clone(), racer);
-                }
-                if s.secrets.contains_key(&name) {
-                    return status(
-                        409,
-                        "AlreadyExists",
-                        &format!("secrets \"{name}\" already exists"),
-                    );
-                }
-                s.version += 1;
-                object["metadata"]["resourceVersion"] = json!(s.version.to_string());
-                s.secrets.insert(name, object.clone());
-                reply(201, &object)
-            }
-            (Method::PUT, Some(name), _) => {
-                let mut object: Value = serde_json::from_slice(&body).unwrap();
-                let Some(stored) = s.secrets.get(&name) else {
-                    return status(404, "NotFound", "not found");
-                };
-                if object["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"] {
-                    return status(409, "Conflict", "the object has been modified");
-                }
-                s.version += 1;
-                object["metadata"]["resourceVersion"] = json!(s.version.to_string());
-                s.secrets.insert(name, object.clone());
-                reply(200, &object)
-            }
-            (Method::GET, _, Some(name)) => get(&s.configs, &name),
-            (Method::PATCH, _, Some(name)) => {
-                if std::mem::take(&mut s.bump_config_before_patch) {
-                    s.version += 1;
-                    let v = s.version.to_string();
-                    s.configs.get_mut(&name).unwrap()["metadata"]["resourceVersion"] = json!(v);
-                }
-                let patch: json_patch::Patch = serde_json::from_slice(&body).unwrap();
-                let Some(stored) = s.configs.get(&name) else {
-                    return status(404, "NotFound", "not found");
-                };
-                let mut object = stored.clone();
-                if json_patch::patch(&mut object, &patch).is_err() {
-                    return status(
-                        422,
-                        "Invalid",
-                        "the server rejected our request due to an error in our request",
-                    );
-                }
-                s.version += 1;
-                object["metadata"]["resourceVersion"] = json!(s.version.to_string());
-                s.configs.insert(name, object.clone());
-                reply(200, &object)
-            }
-            _ => status(404, "NotFound", "no such route in the fake API"),
-        }
-    }
+        }),
+    );
+    api
 }
 
-fn get(store: &BTreeMap<String, Value>, name: &str) -> Response<Full<Bytes>> {
-    match store.get(name) {
-        Some(object) => reply(200, object),
-        None => status(404, "NotFound", &format!("\"{name}\" not found")),
-    }
+fn secret(api: &FakeApi) -> Option<Secret> {
+    api.get(SECRETS, NS, SECRET)
+        .map(|v| serde_json::from_value(v).unwrap())
 }
 
-fn reply(code: u16, body: &Value) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(StatusCode::from_u16(code).unwrap())
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
+fn data(api: &FakeApi) -> SecretData {
+    SecretData::from_secret(&secret(api).unwrap()).unwrap()
+}
+
+/// The caBundle of every webhook of the configuration, decoded.
+fn bundles(api: &FakeApi) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    api.get(CONFIGS, "", CONFIG).unwrap()["webhooks"]
+        .as_array()
         .unwrap()
+        .iter()
+        .map(|h| match h["clientConfig"]["caBundle"].as_str() {
+            Some(b) => base64::engine::general_purpose::STANDARD.decode(b).unwrap(),
+            None => Vec::new(),
+        })
+        .collect()
 }
 
-fn status(code: u16, reason: &str, message: &str) -> Response<Full<Bytes>> {
-    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                      "message": message, "reason": reason, "code": code});
-    reply(code, &body)
+/// Every write the fake answered, as `METHOD resource[/name]`.
+fn writes(api: &FakeApi) -> Vec<String> {
+    api.requests()
+        .iter()
+        .filter(|r| r.method != Method::GET)
+        .map(|r| match &r.name {
+            Some(name) => format!("{} {}/{name}", r.method, r.resource),
+            None => format!("{} {}", r.method, r.resource),
+        })
+        .collect()
 }
 
 fn args() -> CertArgs {
@@ -275,28 +135,28 @@ fn trusted(bundle: &[u8], cert_pem: &str, at: OffsetDateTime) -> bool {
 
 #[tokio::test]
 async fn first_start_creates_the_secret_writes_files_and_publishes_the_bundle() {
-    let api = FakeApi::default().with_config();
+    let api = with_config().await;
     let dir = tempfile::tempdir().unwrap();
     let manager = Manager::new(api.client(), &args(), dir.path());
     let synced = manager.sync(t0(), true).await.unwrap();
     assert_eq!(synced.steps, vec![Plan::CreateAll(Fresh::Missing)]);
     assert!(synced.files_changed && synced.bundle_published);
 
-    let secret = api.secret().unwrap();
+    let secret = secret(&api).unwrap();
     assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
     let keys: Vec<_> = secret.data.as_ref().unwrap().keys().cloned().collect();
     assert_eq!(keys, ["ca.crt", "ca.key", "tls.crt", "tls.key"]);
-    let data = api.data();
+    let data = data(&api);
     assert_eq!(read(dir.path(), "tls.crt"), data.serving.cert_pem);
     assert_eq!(read(dir.path(), "tls.key"), data.serving.key_pem);
     assert_eq!(read(dir.path(), "ca.crt").into_bytes(), data.bundle());
     assert_eq!(
-        api.bundles(),
+        bundles(&api),
         vec![data.bundle(), data.bundle()],
         "every webhook"
     );
     assert_eq!(
-        api.writes(),
+        writes(&api),
         vec![
             format!("POST {SECRETS}"),
             format!("PATCH {CONFIGS}/{CONFIG}"),
@@ -309,19 +169,19 @@ async fn first_start_creates_the_secret_writes_files_and_publishes_the_bundle() 
         .await
         .unwrap();
     assert_eq!(again, Default::default());
-    assert_eq!(api.writes().len(), 2);
+    assert_eq!(writes(&api).len(), 2);
 }
 
 #[tokio::test]
 async fn a_second_replica_reuses_the_secret_and_never_touches_the_configuration() {
-    let api = FakeApi::default().with_config();
+    let api = with_config().await;
     let first = tempfile::tempdir().unwrap();
     let second = tempfile::tempdir().unwrap();
     Manager::new(api.client(), &args(), first.path())
         .sync(t0(), true)
         .await
         .unwrap();
-    let before = api.secret().unwrap();
+    let before = secret(&api).unwrap();
 
     let synced = Manager::new(api.client(), &args(), second.path())
         .sync(t0(), false)
@@ -329,7 +189,7 @@ async fn a_second_replica_reuses_the_secret_and_never_touches_the_configuration(
         .unwrap();
     assert!(synced.steps.is_empty() && synced.files_changed && !synced.bundle_published);
     assert_eq!(
-        api.secret().unwrap(),
+        secret(&api).unwrap(),
         before,
         "the Secret is reused as it is"
     );
@@ -341,25 +201,25 @@ async fn a_second_replica_reuses_the_secret_and_never_touches_the_configuration(
         );
     }
     let config_calls = api
-        .state()
-        .log
+        .requests()
         .iter()
-        .filter(|l| l.contains(CONFIGS))
+        .filter(|r| r.resource == CONFIGS)
         .count();
     assert_eq!(config_calls, 2, "only the leader's get and patch");
 }
 
 #[tokio::test]
 async fn replicas_racing_at_first_start_converge_on_one_secret() {
-    let api = FakeApi::default().with_config();
+    let api = with_config().await;
     // Another replica's Secret lands between our read (404) and our create.
     let other = tempfile::tempdir().unwrap();
-    let winner = FakeApi::default();
+    let winner = FakeApi::start().await;
     Manager::new(winner.client(), &args(), other.path())
         .sync(t0(), false)
         .await
         .unwrap();
-    api.state().racer = Some(winner.state().secrets[SECRET].clone());
+    let racer = winner.get(SECRETS, NS, SECRET).unwrap();
+    api.before_next("create", SECRETS, move |fake| fake.put(SECRETS, racer));
 
     let dir = tempfile::tempdir().unwrap();
     let synced = Manager::new(api.client(), &args(), dir.path())
@@ -370,27 +230,27 @@ async fn replicas_racing_at_first_start_converge_on_one_secret() {
         synced.steps.is_empty(),
         "our create lost: nothing of ours was written"
     );
-    assert_eq!(api.data(), winner.data());
+    assert_eq!(data(&api), data(&winner));
     assert_eq!(read(dir.path(), "tls.crt"), read(other.path(), "tls.crt"));
-    assert_eq!(api.writes(), vec![format!("POST {SECRETS}")]);
+    assert_eq!(writes(&api), vec![format!("POST {SECRETS}")]);
 }
 
 #[tokio::test]
 async fn serving_certificate_is_rotated_in_the_window_by_the_leader_only() {
-    let api = FakeApi::default().with_config();
+    let api = with_config().await;
     let dir = tempfile::tempdir().unwrap();
     let manager = Manager::new(api.client(), &args(), dir.path());
     manager.sync(t0(), true).await.unwrap();
-    let first = api.data();
+    let first = data(&api);
     let window = t0() + Duration::days(61); // 90-day certificate, 29 days left
 
     let follower = manager.sync(window, false).await.unwrap();
     assert!(follower.steps.is_empty(), "a follower waits for the leader");
-    assert_eq!(api.data(), first);
+    assert_eq!(data(&api), first);
 
     let leader = manager.sync(window, true).await.unwrap();
     assert_eq!(leader.steps, vec![Plan::RotateServing]);
-    let rotated = api.data();
+    let rotated = data(&api);
     assert_ne!(rotated.serving, first.serving);
     assert_eq!(rotated.ca, first.ca, "same CA: the bundle does not change");
     assert!(!leader.bundle_published);
@@ -403,11 +263,11 @@ async fn serving_certificate_is_rotated_in_the_window_by_the_leader_only() {
 
 #[tokio::test]
 async fn ca_rotation_keeps_the_old_ca_in_the_bundle_until_it_is_safe_to_drop() {
-    let api = FakeApi::default().with_config();
+    let api = with_config().await;
     let dir = tempfile::tempdir().unwrap();
     let manager = Manager::new(api.client(), &args(), dir.path());
     manager.sync(t0(), true).await.unwrap();
-    let old = api.data();
+    let old = data(&api);
     let pem = |d: &std::path::Path| read(d, "ca.crt");
     let has = |bundle: &[u8], cert: &str| String::from_utf8_lossy(bundle).contains(cert.trim());
 
@@ -416,15 +276,15 @@ async fn ca_rotation_keeps_the_old_ca_in_the_bundle_until_it_is_safe_to_drop() {
     let staged = manager.sync(t1, true).await.unwrap();
     // (the serving certificate is renewed first: it is past two thirds too)
     assert_eq!(staged.steps, vec![Plan::RotateServing, Plan::StageCa]);
-    let s1 = api.data();
+    let s1 = data(&api);
     let next = s1.next_ca.clone().unwrap().value;
     assert_eq!(s1.ca, old.ca);
     assert!(staged.bundle_published);
-    for bundle in api.bundles() {
+    for bundle in bundles(&api) {
         assert!(has(&bundle, &old.ca.cert_pem) && has(&bundle, &next.cert_pem));
     }
     assert!(has(pem(dir.path()).as_bytes(), &next.cert_pem));
-    for bundle in api.bundles() {
+    for bundle in bundles(&api) {
         assert!(
             trusted(&bundle, &s1.serving.cert_pem, t1),
             "the old CA still signs"
@@ -437,11 +297,11 @@ async fn ca_rotation_keeps_the_old_ca_in_the_bundle_until_it_is_safe_to_drop() {
     let t2 = t1 + Duration::minutes(10);
     let promoted = manager.sync(t2, true).await.unwrap();
     assert_eq!(promoted.steps, vec![Plan::PromoteCa]);
-    let s2 = api.data();
+    let s2 = data(&api);
     assert_eq!(s2.ca, next);
     assert_eq!(s2.previous_ca.as_ref().unwrap().value, old.ca.cert_pem);
     assert_eq!(read(dir.path(), "tls.crt"), s2.serving.cert_pem);
-    for bundle in api.bundles() {
+    for bundle in bundles(&api) {
         assert!(
             has(&bundle, &old.ca.cert_pem),
             "replicas may still serve the old certificate"
@@ -462,7 +322,7 @@ async fn ca_rotation_keeps_the_old_ca_in_the_bundle_until_it_is_safe_to_drop() {
         .unwrap();
     assert_eq!(dropped.steps, vec![Plan::DropOldCa]);
     assert!(dropped.bundle_published);
-    for bundle in api.bundles() {
+    for bundle in bundles(&api) {
         assert!(!has(&bundle, &old.ca.cert_pem));
         assert!(has(&bundle, &next.cert_pem));
         let t3 = t2 + Duration::minutes(10);
@@ -472,13 +332,13 @@ async fn ca_rotation_keeps_the_old_ca_in_the_bundle_until_it_is_safe_to_drop() {
             "the old chain is gone"
         );
     }
-    assert_eq!(api.data().previous_ca, None);
+    assert_eq!(data(&api).previous_ca, None);
 }
 
 #[tokio::test]
 async fn the_new_ca_does_not_sign_before_the_bundle_is_published() {
     // No webhook configuration: the staged CA can never be confirmed as published.
-    let api = FakeApi::default();
+    let api = FakeApi::start().await;
     let dir = tempfile::tempdir().unwrap();
     let manager = Manager::new(api.client(), &args(), dir.path());
     manager.sync(t0(), true).await.unwrap();
@@ -486,21 +346,24 @@ async fn the_new_ca_does_not_sign_before_the_bundle_is_published() {
     manager.sync(t1, true).await.unwrap();
     let later = manager.sync(t1 + Duration::hours(5), true).await.unwrap();
     assert!(later.steps.is_empty(), "{:?}", later.steps);
-    assert!(api.data().next_ca.is_some());
+    assert!(data(&api).next_ca.is_some());
 }
 
 #[tokio::test]
 async fn a_bundle_patch_that_loses_a_race_is_retried() {
-    let api = FakeApi::default().with_config();
-    api.state().bump_config_before_patch = true;
+    let api = with_config().await;
+    // Another writer changes the configuration between our read and our patch.
+    api.before_next("patch", CONFIGS, |fake| {
+        let config = fake.get(CONFIGS, "", CONFIG).unwrap();
+        fake.put(CONFIGS, config);
+    });
     let dir = tempfile::tempdir().unwrap();
     let synced = Manager::new(api.client(), &args(), dir.path())
         .sync(t0(), true)
         .await
         .unwrap();
     assert!(synced.bundle_published);
-    let patches = api
-        .writes()
+    let patches = writes(&api)
         .iter()
         .filter(|w| w.starts_with("PATCH"))
         .count();
@@ -508,36 +371,31 @@ async fn a_bundle_patch_that_loses_a_race_is_retried() {
         patches, 2,
         "the first patch failed its resourceVersion test"
     );
-    assert_eq!(api.bundles()[0], api.data().bundle());
+    assert_eq!(bundles(&api)[0], data(&api).bundle());
 }
 
 #[tokio::test]
 async fn an_unreadable_secret_is_replaced_conditionally() {
-    let api = FakeApi::default().with_config();
-    {
-        let mut s = api.state();
-        s.version += 1;
-        let broken = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-            "metadata": {"name": SECRET, "namespace": NS, "resourceVersion": "1"},
-            "data": {"tls.crt": "Z2FyYmFnZQ=="}});
-        s.secrets.insert(SECRET.into(), broken);
-    }
+    let api = with_config().await;
+    api.put(
+        SECRETS,
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": SECRET, "namespace": NS},
+            "data": {"tls.crt": "Z2FyYmFnZQ=="}}),
+    );
     let dir = tempfile::tempdir().unwrap();
     let synced = Manager::new(api.client(), &args(), dir.path())
         .sync(t0(), false)
         .await
         .unwrap();
     assert_eq!(synced.steps, vec![Plan::CreateAll(Fresh::Unreadable)]);
-    assert_eq!(api.writes(), vec![format!("PUT {SECRETS}/{SECRET}")]);
-    assert!(
-        api.secret()
-            .is_some_and(|s| SecretData::from_secret(&s).is_ok())
-    );
+    assert_eq!(writes(&api), vec![format!("PUT {SECRETS}/{SECRET}")]);
+    assert!(secret(&api).is_some_and(|s| SecretData::from_secret(&s).is_ok()));
 }
 
 #[tokio::test]
 async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
-    let api = FakeApi::default().with_config();
+    let api = with_config().await;
     let dir = tempfile::tempdir().unwrap();
     let (_tx, leader) = tokio::sync::watch::channel(true);
     let handle = ksvc_webhook::certmgr::start(
@@ -550,8 +408,8 @@ async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(read(dir.path(), "tls.crt"), api.data().serving.cert_pem);
-    assert_eq!(api.bundles()[0], api.data().bundle());
+    assert_eq!(read(dir.path(), "tls.crt"), data(&api).serving.cert_pem);
+    assert_eq!(bundles(&api)[0], data(&api).bundle());
     handle.abort();
 
     let off = CertArgs {
@@ -572,6 +430,8 @@ async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
     assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
 }
 
+/// On a paused clock: a transport that never answers (no fake API needed), so the 10 s call
+/// timeout passes at once.
 #[tokio::test(start_paused = true)]
 async fn an_api_server_that_never_answers_times_out() {
     let service = tower::service_fn(|_req: Request<kube::client::Body>| async {
@@ -602,8 +462,14 @@ async fn an_api_server_that_never_answers_times_out() {
 /// instead of hanging it.
 #[test]
 fn a_leadership_change_during_a_bootstrap_retry_does_not_hang_the_start() {
-    let api = FakeApi::default().with_config();
-    api.state().failing_creates = 1;
+    // The fake API serves from a runtime of its own, which lives as long as the test.
+    let served = tokio::runtime::Runtime::new().unwrap();
+    let api = served.block_on(async {
+        let api = with_config().await;
+        // The first Secret create fails, as while the namespace is being created.
+        api.inject("create", SECRETS, None, Fault::Status(404), 1);
+        api
+    });
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
@@ -633,14 +499,14 @@ fn a_leadership_change_during_a_bootstrap_retry_does_not_hang_the_start() {
         Ok(Ok(true)),
         "the start must finish once the namespace exists"
     );
-    assert_eq!(read(dir.path(), "tls.crt"), api.data().serving.cert_pem);
+    assert_eq!(read(dir.path(), "tls.crt"), data(&api).serving.cert_pem);
     // The failed create was retried, and the leader it had become published the bundle.
-    assert_eq!(api.bundles()[0], api.data().bundle());
+    assert_eq!(bundles(&api)[0], data(&api).bundle());
 }
 
 #[tokio::test]
 async fn the_leader_publishes_the_bundle_to_the_revision_guard_too() {
-    let api = FakeApi::default().with_config();
+    let api = with_config().await;
     let guard = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -653,7 +519,7 @@ async fn the_leader_publishes_the_bundle_to_the_revision_guard_too() {
                 "path": "/validate-revision-delete", "port": 443}}
         }]
     });
-    api.store_config(guard);
+    api.put(GUARDS, guard);
     let dir = tempfile::tempdir().unwrap();
     let synced = Manager::new(api.client(), &args(), dir.path())
         .sync(t0(), true)
@@ -661,14 +527,14 @@ async fn the_leader_publishes_the_bundle_to_the_revision_guard_too() {
         .unwrap();
     assert!(synced.bundle_published);
     use base64::Engine as _;
-    let stored = api.state().configs[GUARD]["webhooks"][0]["clientConfig"]["caBundle"]
+    let stored = api.get(GUARDS, "", GUARD).unwrap()["webhooks"][0]["clientConfig"]["caBundle"]
         .as_str()
         .map(|b| base64::engine::general_purpose::STANDARD.decode(b).unwrap());
-    assert_eq!(stored, Some(api.data().bundle()));
+    assert_eq!(stored, Some(data(&api).bundle()));
     assert!(
-        api.writes().contains(&format!("PATCH {GUARDS}/{GUARD}")),
+        writes(&api).contains(&format!("PATCH {GUARDS}/{GUARD}")),
         "{:?}",
-        api.writes()
+        writes(&api)
     );
 }
 
@@ -676,7 +542,7 @@ async fn the_leader_publishes_the_bundle_to_the_revision_guard_too() {
 async fn a_missing_revision_guard_never_holds_up_the_certificates() {
     // No guard configuration at all (an install without it): the round still succeeds, and the
     // metrics say which configuration lacks the bundle.
-    let api = FakeApi::default().with_config();
+    let api = with_config().await;
     let dir = tempfile::tempdir().unwrap();
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = ksvc_webhook::certmgr::metrics::Metrics::register(&mut registry);
@@ -686,7 +552,7 @@ async fn a_missing_revision_guard_never_holds_up_the_certificates() {
         .await
         .unwrap();
     assert!(synced.bundle_published);
-    assert_eq!(api.bundles()[0], api.data().bundle());
+    assert_eq!(bundles(&api)[0], data(&api).bundle());
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
     for line in [

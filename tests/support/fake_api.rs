@@ -61,6 +61,8 @@ struct Inner {
     watches_blocked: bool,
     /// Faults still to inject ([`FakeApi::inject`]).
     faults: Vec<Injected>,
+    /// Run once, just before the next request of a verb on a resource is handled.
+    hooks: Vec<(&'static str, String, Hook)>,
     /// When the last injected fault was served.
     last_fault: Option<std::time::Instant>,
     /// Admission in the write path (issue 13, see admit.rs).
@@ -71,6 +73,9 @@ struct Inner {
     /// Writes (PUT, DELETE) to these objects are held this long before they are handled.
     write_delays: HashMap<Key, std::time::Duration>,
 }
+
+/// What a test stages just before a request is handled (another writer getting there first).
+type Hook = Box<dyn FnOnce(&FakeApi) + Send>;
 
 /// The fake API server.
 #[derive(Clone)]
@@ -97,6 +102,40 @@ impl FakeApi {
             .with_state(fake.clone());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         fake
+    }
+
+    /// Run `hook` once, just before the next `verb` on `resource` is handled: another writer that
+    /// gets there first (an object created between a read and a create, a resourceVersion bumped
+    /// between a read and a patch).
+    pub fn before_next(
+        &self,
+        verb: &'static str,
+        resource: &str,
+        hook: impl FnOnce(&FakeApi) + Send + 'static,
+    ) {
+        let hook: Hook = Box::new(hook);
+        self.inner
+            .lock()
+            .unwrap()
+            .hooks
+            .push((verb, resource.to_owned(), hook));
+    }
+
+    /// The hook staged for this request, if any.
+    pub(super) fn take_hook(
+        &self,
+        method: &Method,
+        resource: &str,
+        name: Option<&str>,
+        query: &HashMap<String, String>,
+    ) -> Option<Hook> {
+        let verb = verb(method, name, query);
+        let mut inner = self.inner.lock().unwrap();
+        let at = inner
+            .hooks
+            .iter()
+            .position(|(v, r, _)| *v == verb && r == resource)?;
+        Some(inner.hooks.remove(at).2)
     }
 
     /// Make the service proxy answer `code` for the webhook's routes.

@@ -111,6 +111,9 @@ pub(super) async fn handle(
         at: std::time::Instant::now(),
     });
     let (ns, name) = (path.namespace.as_deref(), path.name.as_deref());
+    if let Some(hook) = fake.take_hook(&method, &path.resource, name, &query) {
+        hook(&fake);
+    }
     if let Some(fault) = fake.take_fault(&method, &path.resource, ns, name, &query) {
         return fault.answer().await;
     }
