@@ -166,6 +166,12 @@ fn cert_defaults() -> CertArgs {
     Only::try_parse_from(["serve"]).unwrap().certs
 }
 
+/// The labels of the Deployment's pods.
+fn pod_labels(d: &Deployment) -> std::collections::BTreeMap<String, String> {
+    let metadata = d.spec.template.metadata.as_ref().unwrap();
+    metadata.labels.clone().unwrap()
+}
+
 fn container(d: &Deployment) -> Container {
     let spec = d.spec.template.spec.as_ref().unwrap();
     assert_eq!(spec.containers.len(), 1);
@@ -245,15 +251,7 @@ fn the_webhook_calls_the_service_on_the_servers_port_and_path() {
     let listen = arg(&c, "--listen").unwrap();
     assert_eq!(listen.rsplit_once(':').unwrap().1, SERVER_PORT.to_string());
     // The Service selects the pods, and lives where the Deployment runs.
-    let labels = deploy
-        .spec
-        .template
-        .metadata
-        .as_ref()
-        .unwrap()
-        .labels
-        .clone()
-        .unwrap();
+    let labels = pod_labels(&deploy);
     for (k, v) in svc.spec.as_ref().unwrap().selector.as_ref().unwrap() {
         assert_eq!(labels.get(k), Some(v), "Service selector {k}");
     }
@@ -499,14 +497,7 @@ fn the_optional_network_policy_guards_the_webhook_port_of_its_pods() {
         return;
     };
     let deploy: Deployment = m.one("Deployment");
-    let pod_labels = deploy
-        .spec
-        .template
-        .metadata
-        .clone()
-        .unwrap()
-        .labels
-        .unwrap();
+    let pod_labels = pod_labels(&deploy);
     let policy: NetworkPolicy = m.one("NetworkPolicy");
     assert_eq!(policy.metadata.namespace, deploy.metadata.namespace);
     let spec = policy.spec.unwrap();
@@ -541,14 +532,7 @@ fn the_monitoring_component_scrapes_the_pods_and_ships_its_dashboard() {
         return;
     };
     let deploy: Deployment = m.one("Deployment");
-    let pod_labels = deploy
-        .spec
-        .template
-        .metadata
-        .clone()
-        .unwrap()
-        .labels
-        .unwrap();
+    let pod_labels = pod_labels(&deploy);
     let monitor = m.all("PodMonitor")[0].clone();
     for (key, value) in monitor["spec"]["selector"]["matchLabels"]
         .as_object()
