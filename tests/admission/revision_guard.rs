@@ -18,9 +18,10 @@ use clap::Parser as _;
 use hyper::StatusCode;
 use ksvc_webhook::admission::{Policy, guard};
 use ksvc_webhook::cli::{Cli, Command};
-use ksvc_webhook::watch::{WatchHandle, args::WatchArgs};
+use ksvc_webhook::watch::WatchHandle;
 use serde_json::{Value, json};
 use support::harness;
+use support::watched::{client_args, election, watch_args};
 use support::{FakeApi, ksvc, wait_until};
 
 const PLATFORM: &str = "system:serviceaccount:flyte:flyteadmin";
@@ -59,28 +60,10 @@ async fn cluster() -> Cluster {
     leaving["metadata"]["deletionTimestamp"] = json!("2026-11-30T00:00:00Z");
     fake.put("services", leaving);
     let dir = tempfile::tempdir().unwrap();
-    let client = ksvc_webhook::cluster::client::ClientArgs {
-        kubeconfig: Some(fake.kubeconfig(dir.path())),
-        context: None,
-        api_timeout: Duration::from_secs(3),
-    };
+    let client = client_args(fake.kubeconfig(dir.path()), Duration::from_secs(3));
     // The cache is all this needs: an election that never starts (no replica leads).
-    let election = ksvc_webhook::cluster::election::Election::new(
-        &ksvc_webhook::cluster::election::LeaseArgs {
-            lease_namespace: Some("system".into()),
-            lease_name: "ksvc-webhook-watch".into(),
-            pod_name: Some("replica-a".into()),
-            lease_duration: Duration::from_secs(15),
-        },
-    );
-    let args = WatchArgs {
-        no_watch: false,
-        watch_namespace: None,
-        resync_interval: Duration::from_secs(300),
-        watch_buffer: 16,
-        write_concurrency: std::num::NonZeroUsize::MIN,
-        readmit: Default::default(),
-    };
+    let election = election("replica-a", Some("system"));
+    let args = watch_args();
     let watch = ksvc_webhook::watch::spawn(&args, &client, &election, Default::default());
     let view = watch.revision_owners();
     let mut policy = None;

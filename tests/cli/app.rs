@@ -10,11 +10,10 @@ use ksvc_webhook::cli::app::{
     AppAction, AppStatusArgs, AppTarget, AppUpdateArgs, AppWriteArgs, OutputArgs,
 };
 use ksvc_webhook::cli::app_print::Output;
-use ksvc_webhook::cluster::client::ClientArgs;
-use ksvc_webhook::cluster::election::{Election, LeaseArgs};
 use ksvc_webhook::watch::args::WatchArgs;
 use serde_json::Value;
 use support::cli::kubeconfig_for;
+use support::watched::{client_args, election, watch_args};
 use support::{FakeApi, ksvc, revision, wait_until};
 
 fn target(name: &str) -> AppTarget {
@@ -262,33 +261,8 @@ async fn status_watch_follows_changes() {
     }
 }
 
-fn watch_args() -> WatchArgs {
-    WatchArgs {
-        no_watch: false,
-        watch_namespace: None,
-        resync_interval: std::time::Duration::from_secs(300),
-        watch_buffer: 16,
-        write_concurrency: std::num::NonZeroUsize::MIN,
-        readmit: Default::default(),
-    }
-}
-
-fn election() -> Election {
-    Election::new(&LeaseArgs {
-        lease_namespace: None,
-        lease_name: "ksvc-webhook-watch".into(),
-        pod_name: Some("pod-1".into()),
-        lease_duration: std::time::Duration::from_secs(15),
-    })
-}
-
-fn client_args(kubeconfig: std::path::PathBuf) -> ClientArgs {
-    ClientArgs {
-        kubeconfig: Some(kubeconfig),
-        context: None,
-        api_timeout: std::time::Duration::from_secs(5),
-    }
-}
+/// The API timeout of the loops these tests spawn.
+const FIVE: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spawn_connects_syncs_and_leads() {
@@ -298,8 +272,8 @@ async fn spawn_connects_syncs_and_leads() {
         ksvc("app", false, false, 1, &["app-00001"], "app-00001"),
     );
     let dir = tempfile::tempdir().unwrap();
-    let client = client_args(kubeconfig_for(&format!("http://{}", fake.addr), &dir));
-    let mut election = election();
+    let client = client_args(kubeconfig_for(&format!("http://{}", fake.addr), &dir), FIVE);
+    let mut election = election("pod-1", None);
     let handle = ksvc_webhook::watch::spawn(&watch_args(), &client, &election, Default::default());
     election.start(&client, Default::default());
     wait_until("the cache synced", || handle.synced.load(Ordering::Acquire)).await;
@@ -331,9 +305,13 @@ async fn spawn_connects_syncs_and_leads() {
 async fn spawn_returns_at_once_without_a_cluster() {
     // Nothing listens on port 9 of localhost: the loop keeps retrying in the background.
     let dir = tempfile::tempdir().unwrap();
-    let client = client_args(kubeconfig_for("http://127.0.0.1:9", &dir));
-    let handle =
-        ksvc_webhook::watch::spawn(&watch_args(), &client, &election(), Default::default());
+    let client = client_args(kubeconfig_for("http://127.0.0.1:9", &dir), FIVE);
+    let handle = ksvc_webhook::watch::spawn(
+        &watch_args(),
+        &client,
+        &election("pod-1", None),
+        Default::default(),
+    );
     tokio::task::yield_now().await;
     assert!(!handle.synced.load(Ordering::Acquire));
     assert!(!*handle.leader.borrow());
@@ -343,8 +321,8 @@ async fn spawn_returns_at_once_without_a_cluster() {
             no_watch: true,
             ..watch_args()
         },
-        &client_args("/nonexistent".into()),
-        &election(),
+        &client_args("/nonexistent".into(), FIVE),
+        &election("pod-1", None),
         Default::default(),
     );
     assert!(disabled.task.is_none());

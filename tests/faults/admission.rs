@@ -6,13 +6,12 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use ksvc_webhook::apps::args::StatusApiArgs;
-use ksvc_webhook::cluster::election::LeaseArgs;
-use ksvc_webhook::watch::args::WatchArgs;
 
 use crate::common::{SLACK, since_fault};
 use support::FakeApi;
 use support::fake_api::Fault;
 use support::harness;
+use support::watched::{client_args, election, watch_args};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
@@ -22,26 +21,10 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
         fake.inject("list", resource, None, Fault::Status(500), 3);
     }
     let dir = tempfile::tempdir().unwrap();
-    let client = ksvc_webhook::cluster::client::ClientArgs {
-        kubeconfig: Some(fake.kubeconfig(dir.path())),
-        context: None,
-        api_timeout: Duration::from_secs(3),
-    };
+    let client = client_args(fake.kubeconfig(dir.path()), Duration::from_secs(3));
     // The cache is all this needs: an election that never starts (no replica leads).
-    let election = ksvc_webhook::cluster::election::Election::new(&LeaseArgs {
-        lease_namespace: Some("system".into()),
-        lease_name: "ksvc-webhook-watch".into(),
-        pod_name: Some("replica-a".into()),
-        lease_duration: Duration::from_secs(15),
-    });
-    let args = WatchArgs {
-        no_watch: false,
-        watch_namespace: None,
-        resync_interval: Duration::from_secs(300),
-        watch_buffer: 16,
-        write_concurrency: std::num::NonZeroUsize::MIN,
-        readmit: Default::default(),
-    };
+    let election = election("replica-a", Some("system"));
+    let args = watch_args();
     let mut watch = None;
     let server = harness::start(
         |_| {},

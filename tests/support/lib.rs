@@ -10,6 +10,7 @@ pub mod cli;
 pub mod fake_api;
 pub mod harness;
 pub mod status_api;
+pub mod watched;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
