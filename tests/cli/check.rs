@@ -73,23 +73,7 @@ async fn healthy() -> (FakeApi, CertKey) {
         "status": {"conditions": [{"type": "Established", "status": "True"}]}}),
     );
     let (ca, leaf) = material(1, 365);
-    fake.put("secrets", secret(&leaf));
-    fake.put(
-        "mutatingwebhookconfigurations",
-        webhook_config(
-            "MutatingWebhookConfiguration",
-            "zz-ksvc-webhook.flyte.org",
-            &ca,
-        ),
-    );
-    fake.put(
-        "validatingwebhookconfigurations",
-        webhook_config(
-            "ValidatingWebhookConfiguration",
-            "ksvc-webhook-revision-guard.flyte.org",
-            &ca,
-        ),
-    );
+    install_certificates(&fake, &ca, &leaf);
     fake.put("endpointslices", endpoints(true));
     let catalogue = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -243,27 +227,30 @@ async fn missing_rbac_fails_naming_the_calls() {
     .await;
 }
 
+/// The serving certificate `leaf` in the Secret, and `ca` in both webhook configurations.
+fn install_certificates(fake: &FakeApi, ca: &CertKey, leaf: &CertKey) {
+    fake.put("secrets", secret(leaf));
+    for (resource, kind, name) in [
+        (
+            "mutatingwebhookconfigurations",
+            "MutatingWebhookConfiguration",
+            "zz-ksvc-webhook.flyte.org",
+        ),
+        (
+            "validatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration",
+            "ksvc-webhook-revision-guard.flyte.org",
+        ),
+    ] {
+        fake.put(resource, webhook_config(kind, name, ca));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_certificate_fails_its_check_and_the_trust_checks() {
     let (fake, _) = healthy().await;
     let (ca, old) = material(40, 30);
-    fake.put("secrets", secret(&old));
-    fake.put(
-        "mutatingwebhookconfigurations",
-        webhook_config(
-            "MutatingWebhookConfiguration",
-            "zz-ksvc-webhook.flyte.org",
-            &ca,
-        ),
-    );
-    fake.put(
-        "validatingwebhookconfigurations",
-        webhook_config(
-            "ValidatingWebhookConfiguration",
-            "ksvc-webhook-revision-guard.flyte.org",
-            &ca,
-        ),
-    );
+    install_certificates(&fake, &ca, &old);
     let ran = run(&fake, &["check", "-o", "json"]).await;
     assert_eq!(ran.code, Some(1));
     let report: Value = serde_json::from_str(&ran.stdout).unwrap();
