@@ -135,13 +135,13 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
         rev_writer,
         watcher(rev_api, cfg).default_backoff()
     ));
-    let writer = Writer {
+    let writer = Writer::new(
         client,
-        timeout: opts.api_timeout,
-        backoff: opts.backoff,
-        identity: opts.identity.clone(),
-        metrics: shared.metrics.clone(),
-    };
+        opts.api_timeout,
+        opts.backoff,
+        opts.identity.clone(),
+        shared.metrics.clone(),
+    );
     let mut readmit = Readmitter::new(opts.readmit.clone(), writer.clone(), shared.policy.clone());
     // Dropped with the loop: a stopping loop aborts its writes.
     let mut writes = Writes::new(writer, shared.leader.clone(), opts.write_concurrency);

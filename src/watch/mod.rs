@@ -55,7 +55,9 @@ pub const API_CALLS: &[ApiCall] = &[
     // The namespaces' opt-out label, for the drift report.
     ApiCall::new("", "namespaces", "list"),
     ApiCall::new("", "namespaces", "watch"),
+    // Events through kube-runtime's Recorder: a repeat within six minutes patches the series.
     ApiCall::new("events.k8s.io", "events", "create"),
+    ApiCall::new("events.k8s.io", "events", "patch"),
 ];
 
 /// What [`spawn`] hands the server.

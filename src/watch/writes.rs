@@ -1,16 +1,18 @@
 //! The leader's writes: the stop edits, revision deletes and Kubernetes Events (events.k8s.io/v1).
 //!
+//! Events go through kube-runtime's [`Recorder`], as controllers' do: the same reason on the same
+//! app within six minutes becomes one Event whose `series.count` grows (a PATCH), not a new Event,
+//! so a busy wave or a flapping app does not flood `kubectl describe`.
+//!
 //! Thin: each method makes one bounded, preconditioned write (see [`crate::cluster::call`]), counts it, and
 //! logs one line; [`Writer::run`] makes one app's [`Job`] in order, reading leadership before
 //! every write so a replica that loses the lease stops at once. Deciding what to write is
 //! [`super::plan`]'s job; when and how many jobs run is [`super::inflight`]'s.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -67,12 +69,33 @@ pub struct Writer {
     pub client: Client,
     pub timeout: std::time::Duration,
     pub backoff: Backoff,
-    /// This replica, as reported on Events.
-    pub identity: String,
     pub metrics: Metrics,
+    /// Shared by every clone, so series are counted across the loop's and the wave's Events.
+    recorder: Recorder,
 }
 
 impl Writer {
+    /// A writer whose Events name this replica (`identity`) as their reporting instance.
+    pub fn new(
+        client: Client,
+        timeout: std::time::Duration,
+        backoff: Backoff,
+        identity: String,
+        metrics: Metrics,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: keys::FIELD_MANAGER.into(),
+            instance: Some(identity),
+        };
+        Writer {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            timeout,
+            backoff,
+            metrics,
+        }
+    }
+
     fn api(&self, ns: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), ns, &knative(kind, plural))
     }
@@ -115,7 +138,8 @@ impl Writer {
                         let note = format!(
                             "deleted revision {name}: the app is stopped and traffic has left it"
                         );
-                        self.event(&ksvc, false, "RevisionDeleted", "Delete", note)
+                        let revision = Some(name.as_str());
+                        self.event(&ksvc, false, "RevisionDeleted", "Delete", note, revision)
                             .await;
                     }
                 }
@@ -160,7 +184,8 @@ impl Writer {
         result
     }
 
-    /// Record an Event on the KService. Failures are counted and logged, never fatal.
+    /// Record an Event on the KService, with the Revision it concerns as its `related` object (so
+    /// events about two Revisions are two series). Failures are counted and logged, never fatal.
     pub async fn event(
         &self,
         ksvc: &KService,
@@ -168,44 +193,33 @@ impl Writer {
         reason: &str,
         action: &str,
         note: String,
+        revision: Option<&str>,
     ) {
-        let ns = ksvc.namespace().to_owned();
         let event = Event {
-            metadata: ObjectMeta {
-                generate_name: Some(format!("{}.", ksvc.name())),
-                namespace: Some(ns.clone()),
-                ..Default::default()
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
             },
-            event_time: Some(MicroTime(Timestamp::now())),
-            action: Some(action.into()),
-            reason: Some(reason.into()),
+            reason: reason.into(),
+            // The API server refuses a note over 1 kB.
             note: Some(note.chars().take(1024).collect()),
-            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
-            regarding: Some(ObjectReference {
-                api_version: Some(format!("{GROUP}/{VERSION}")),
-                kind: Some("Service".into()),
-                name: ksvc.metadata.name.clone(),
-                namespace: Some(ns.clone()),
-                uid: ksvc.metadata.uid.clone(),
-                resource_version: ksvc.metadata.resource_version.clone(),
-                ..Default::default()
-            }),
-            reporting_controller: Some(keys::FIELD_MANAGER.into()),
-            reporting_instance: Some(self.identity.clone()),
-            ..Default::default()
+            action: action.into(),
+            secondary: revision.map(|name| reference(ksvc, "Revision", name, None)),
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
-        let created = timed(
-            "create event",
+        // No resourceVersion: the Recorder keys its series on the whole reference.
+        let regarding = reference(ksvc, "Service", ksvc.name(), ksvc.metadata.uid.clone());
+        let published = timed(
+            "publish event",
             self.timeout,
-            api.create(&PostParams::default(), &event),
+            self.recorder.publish(&event, &regarding),
         )
         .await;
-        match created {
-            Ok(_) => self.metrics.write("event"),
+        match published {
+            Ok(()) => self.metrics.write("event"),
             Err(error) => {
                 self.metrics.error("event");
-                tracing::warn!(ns, name = ksvc.name(), error = %crate::report::error_chain(&error), "event not recorded");
+                tracing::warn!(ns = ksvc.namespace(), name = ksvc.name(), error = %crate::report::error_chain(&error), "event not recorded");
             }
         }
     }
@@ -220,8 +234,15 @@ impl Writer {
             previous.as_str(),
             record.status.message
         );
-        self.event(ksvc, phase == Phase::Failed, reason, "StatusChanged", note)
-            .await;
+        self.event(
+            ksvc,
+            phase == Phase::Failed,
+            reason,
+            "StatusChanged",
+            note,
+            None,
+        )
+        .await;
     }
 }
 
@@ -234,5 +255,17 @@ pub fn transition_reason(phase: Phase) -> &'static str {
         Phase::Failed => "AppFailed",
         Phase::Stopping => "AppStopping",
         Phase::Stopped => "AppStopped",
+    }
+}
+
+/// A reference to a Knative object in the KService's namespace.
+fn reference(ksvc: &KService, kind: &str, name: &str, uid: Option<String>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(format!("{GROUP}/{VERSION}")),
+        kind: Some(kind.into()),
+        name: Some(name.into()),
+        namespace: Some(ksvc.namespace().into()),
+        uid,
+        ..Default::default()
     }
 }

@@ -45,6 +45,7 @@ fn assert_calls_declared(fake: &FakeApi) {
             (&Method::GET, None) => "list",
             (&Method::PUT, _) => "update",
             (&Method::POST, _) => "create",
+            (&Method::PATCH, _) => "patch",
             (&Method::DELETE, _) => "delete",
             (m, _) => panic!("unexpected method {m}"),
         };

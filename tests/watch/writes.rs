@@ -1,5 +1,6 @@
 //! The write queue (`watch::inflight`) against the in-test API: one job per app at a time, at most
-//! `limit` jobs at once, leadership read before every write, Events seen meanwhile kept.
+//! `limit` jobs at once, leadership read before every write, Events seen meanwhile kept, and an
+//! app that flaps is one Event with a growing series, not a flood.
 // Test helpers outside #[test] fns panic on a failed setup step, as the tests would.
 #![allow(clippy::unwrap_used)]
 
@@ -49,13 +50,13 @@ fn job(ksvc: &Arc<KService>, actions: Vec<Action>, transition: Option<Transition
 
 fn queue(fake: &FakeApi, limit: usize, leader: watch::Receiver<bool>) -> (Writes, Metrics) {
     let metrics = Metrics::default();
-    let writer = Writer {
-        client: fake.client(),
-        timeout: Duration::from_secs(10),
-        backoff: Backoff::default(),
-        identity: "replica-a".into(),
-        metrics: metrics.clone(),
-    };
+    let writer = Writer::new(
+        fake.client(),
+        Duration::from_secs(10),
+        Backoff::default(),
+        "replica-a".into(),
+        metrics.clone(),
+    );
     (Writes::new(writer, leader, limit), metrics)
 }
 
@@ -215,4 +216,37 @@ async fn a_phase_change_seen_while_the_app_is_busy_is_recorded_by_its_next_job()
         events[0]["note"],
         "app is STOPPED (was ACTIVE): now STOPPED"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flapping_app_is_one_event_whose_series_counts_the_repeats() {
+    let fake = FakeApi::start().await;
+    let app = bypassed(&fake, "app");
+    let (mut writes, _) = queue(&fake, 4, watch::channel(true).1);
+    // ACTIVE → FAILED five times over, and one ACTIVE → STOPPING.
+    let flaps = (0..5).map(|_| transition("app", Phase::Active, Phase::Failed));
+    for t in flaps.chain([transition("app", Phase::Active, Phase::Stopping)]) {
+        writes.dispatch(&key("app"), Some(job(&app, Vec::new(), Some(t))));
+        let done = writes.next_done().await;
+        assert!(done.result.is_ok(), "{:?}", done.result);
+    }
+    let creates = fake.requests_to(Method::POST, "events");
+    let patches = fake.requests_to(Method::PATCH, "events");
+    assert_eq!(creates.len(), 2, "one AppFailed and one AppStopping");
+    assert_eq!(
+        patches.len(),
+        4,
+        "the four repeats patch the first AppFailed"
+    );
+    let events = fake.all("events");
+    let failed = events.iter().find(|e| e["reason"] == "AppFailed").unwrap();
+    assert_eq!(failed["type"], "Warning");
+    assert_eq!(failed["series"]["count"], 5, "{failed}");
+    assert_eq!(failed["regarding"]["name"], "app");
+    assert_eq!(failed["reportingInstance"], "replica-a");
+    let stopping = events
+        .iter()
+        .find(|e| e["reason"] == "AppStopping")
+        .unwrap();
+    assert!(stopping["series"].is_null(), "{stopping}");
 }

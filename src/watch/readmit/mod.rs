@@ -186,12 +186,12 @@ impl Readmitter {
             }
             Step::Converged(key) => {
                 metrics.readmit("converged");
+                let revision = ksvc.status.latest_ready_revision_name.clone();
                 let note = format!(
-                    "written again through admission for {}; revision {} is Ready",
+                    "written again through admission for {}; revision {revision} is Ready",
                     self.reasons.remove(&key).unwrap_or_default(),
-                    ksvc.status.latest_ready_revision_name
                 );
-                self.event(ksvc, false, "Readmitted", note);
+                self.event(ksvc, false, "Readmitted", note, Some(revision));
             }
             Step::Failed {
                 key,
@@ -201,12 +201,8 @@ impl Readmitter {
                 metrics.readmit(if timed_out { "timed_out" } else { "failed" });
                 self.reasons.remove(&key);
                 tracing::warn!(ns = ?key.namespace, name = ?key.name, why = ?why, "re-admitted app failed");
-                self.event(
-                    ksvc,
-                    true,
-                    "ReadmitFailed",
-                    format!("written again, but {why}"),
-                );
+                let note = format!("written again, but {why}");
+                self.event(ksvc, true, "ReadmitFailed", note, None);
             }
             Step::Paused(_) => {}
         }
@@ -257,16 +253,26 @@ impl Readmitter {
             self.writer.metrics.readmit(result);
         }
         if let (Some((warning, reason, note)), Some(ksvc)) = (note, ksvc) {
-            self.event(ksvc, warning, reason, note);
+            self.event(ksvc, warning, reason, note, None);
         }
         self.refresh_metrics();
         vec![key]
     }
 
-    fn event(&mut self, ksvc: Arc<KService>, warning: bool, reason: &'static str, note: String) {
+    fn event(
+        &mut self,
+        ksvc: Arc<KService>,
+        warning: bool,
+        reason: &'static str,
+        note: String,
+        revision: Option<String>,
+    ) {
         let writer = self.writer.clone();
         self.tasks.spawn(async move {
-            writer.event(&ksvc, warning, reason, "Readmit", note).await;
+            let revision = revision.as_deref().filter(|name| !name.is_empty());
+            writer
+                .event(&ksvc, warning, reason, "Readmit", note, revision)
+                .await;
             None
         });
     }

@@ -1,4 +1,4 @@
-//! The fake's HTTP side: path parsing and the list / watch / get / create / replace / JSON patch /
+//! The fake's HTTP side: path parsing and the list / watch / get / create / replace / JSON or merge patch /
 //! delete handlers, speaking Kubernetes JSON.
 
 use std::collections::HashMap;
@@ -165,7 +165,7 @@ pub(super) async fn handle(
         },
         (Method::POST, None) => create(&fake, &path, body),
         (Method::PUT, Some(name)) => replace(&fake, &path, &name, body),
-        (Method::PATCH, Some(name)) => json_patch(&fake, &path, &name, body),
+        (Method::PATCH, Some(name)) => patch(&fake, &path, &name, &headers, body),
         (Method::DELETE, Some(name)) => delete(&fake, &path, &name, &body),
         _ => status(405, "MethodNotAllowed", "not implemented by the fake"),
     }
@@ -385,16 +385,25 @@ fn delete(fake: &FakeApi, path: &Path, name: &str, options: &Value) -> Response 
     axum::Json(gone).into_response()
 }
 
-/// A JSON Patch (RFC 6902); a failed `test` operation is the API server's 422.
-fn json_patch(fake: &FakeApi, path: &Path, name: &str, patch: Value) -> Response {
+/// A JSON Patch (RFC 6902), or a merge patch (RFC 7386) by its content type; a failed `test`
+/// operation is the API server's 422.
+fn patch(fake: &FakeApi, path: &Path, name: &str, headers: &HeaderMap, patch: Value) -> Response {
     let mut inner = fake.inner.lock().unwrap();
     let (key, mut object) = match stored(&inner.objects, path, name) {
         Ok(found) => found,
         Err(not_found) => return *not_found,
     };
-    let applied = serde_json::from_value::<json_patch::Patch>(patch)
-        .map_err(|e| e.to_string())
-        .and_then(|p| json_patch::patch(&mut object, &p).map_err(|e| e.to_string()));
+    let merge = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/merge-patch+json"));
+    let applied = if merge {
+        json_patch::merge(&mut object, &patch);
+        Ok(())
+    } else {
+        serde_json::from_value::<json_patch::Patch>(patch)
+            .map_err(|e| e.to_string())
+            .and_then(|p| json_patch::patch(&mut object, &p).map_err(|e| e.to_string()))
+    };
     if let Err(why) = applied {
         return status(422, "Invalid", &format!("the patch does not apply: {why}"));
     }
