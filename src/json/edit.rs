@@ -6,24 +6,28 @@
 //! as JSON text while the edits are made (a value the parser kept as text is copied as it came),
 //! so the response only has to base64-encode it. A [`Editor::reversible`] editor also keeps what
 //! each edit replaced, so [`Editor::undo`] can put the document back without ever copying it (the
-//! spec SHA is computed that way over the stripped object).
+//! spec SHA is computed that way over the stripped object). A [`Editor::counting`] editor
+//! writes no patch and only counts its edits, for a caller that needs to know whether anything
+//! changed and compares the documents itself (the drift report).
 
 use std::fmt;
 
 use crate::json::{Map, Node};
 
-/// The edits an [`Editor`] made, as an RFC 6902 JSON Patch document.
+/// The edits an [`Editor`] made, as an RFC 6902 JSON Patch document (or only how many, from a
+/// [`Editor::counting`] editor).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Patch {
-    /// The document so far, always complete: `[]`, `[{…}]`, `[{…},{…}]`.
-    text: Vec<u8>,
+    /// The document so far, always complete: `[]`, `[{…}]`, `[{…},{…}]`; `None` when the edits
+    /// are only counted.
+    text: Option<Vec<u8>>,
     ops: usize,
 }
 
 impl Default for Patch {
     fn default() -> Self {
         Self {
-            text: b"[]".to_vec(),
+            text: Some(b"[]".to_vec()),
             ops: 0,
         }
     }
@@ -40,14 +44,17 @@ impl Patch {
         self.ops
     }
 
-    /// The JSON Patch document.
-    pub fn json(&self) -> &[u8] {
-        &self.text
+    /// The JSON Patch document; `None` when the edits were only counted.
+    pub fn json(&self) -> Option<&[u8]> {
+        self.text.as_deref()
     }
 
     /// Append `{"op":op,"path":path[,"value":value]}`.
     fn record(&mut self, op: &str, path: &[&str], append: bool, value: Option<&Node>) {
-        let out = &mut self.text;
+        let Some(out) = &mut self.text else {
+            self.ops += 1;
+            return;
+        };
         out.pop(); // the closing `]`
         if self.ops > 0 {
             out.push(b',');
@@ -68,7 +75,10 @@ impl Patch {
 /// The patch as text, for test failures and logs.
 impl fmt::Debug for Patch {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(&String::from_utf8_lossy(&self.text))
+        match &self.text {
+            Some(text) => f.write_str(&String::from_utf8_lossy(text)),
+            None => write!(f, "{} edits, counted", self.ops),
+        }
     }
 }
 
@@ -121,6 +131,15 @@ impl<'d, 'a> Editor<'d, 'a> {
         }
     }
 
+    /// An editor that counts its edits and writes no patch ([`Patch::json`] is `None`).
+    pub fn counting(doc: &'d mut Node<'a>) -> Self {
+        Self {
+            doc,
+            patch: Patch { text: None, ops: 0 },
+            undo: None,
+        }
+    }
+
     /// An editor whose edits [`Editor::undo`] takes back; it keeps undo steps instead of patch
     /// operations.
     pub fn reversible(doc: &'d mut Node<'a>) -> Self {
@@ -138,6 +157,11 @@ impl<'d, 'a> Editor<'d, 'a> {
     /// The document as edited so far.
     pub fn doc(&self) -> &Node<'a> {
         self.doc
+    }
+
+    /// Whether an edit was recorded so far (never, by a reversible editor).
+    pub fn recorded(&self) -> bool {
+        !self.patch.is_empty()
     }
 
     /// The operations recorded, in order.
@@ -378,12 +402,32 @@ mod tests {
         let mut node = Node::from_json(doc);
         let mut ed = Editor::new(&mut node);
         f(&mut ed);
-        let ops: Value = serde_json::from_slice(ed.into_patch().json()).unwrap();
+        let ops: Value = serde_json::from_slice(ed.into_patch().json().unwrap()).unwrap();
         let patch: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
         json_patch::patch(&mut replayed, &patch).unwrap();
         let doc = node.to_json();
         assert_eq!(replayed, doc, "the recorded patch reproduces the edit");
         (doc, ops, replayed)
+    }
+
+    #[test]
+    fn a_counting_editor_makes_the_same_edits_and_counts_them_without_a_patch() {
+        let doc = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "list": [1]});
+        let edits = |ed: &mut Editor| {
+            ed.set(&["metadata", "name"], n(json!("a")));
+            ed.set(&["metadata", "annotations", "k"], n(json!("v")));
+            ed.remove(&["metadata", "labels", "x"]);
+            ed.push(&["list"], n(json!(2)));
+        };
+        let (recorded, ops, _) = edited(doc.clone(), edits);
+        let mut node = Node::from_json(doc);
+        let mut ed = Editor::counting(&mut node);
+        edits(&mut ed);
+        assert!(ed.recorded());
+        let patch = ed.into_patch();
+        assert_eq!(patch.json(), None);
+        assert_eq!(patch.len(), ops.as_array().unwrap().len());
+        assert_eq!(node.to_json(), recorded);
     }
 
     #[test]

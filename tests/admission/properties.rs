@@ -353,7 +353,7 @@ proptest! {
         let d = admit("CREATE", &x, None);
         let mut patched = x.clone();
         let patch: json_patch::Patch =
-            serde_json::from_slice(d.patch.json()).unwrap();
+            serde_json::from_slice(d.patch.json().unwrap()).unwrap();
         json_patch::patch(&mut patched, &patch).unwrap();
         prop_assert_eq!(patched, d.object_json().unwrap());
     }
