@@ -138,17 +138,17 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
         tokio::select! {
             ev = svc_events.next() => match ev {
                 Some(Ok(ev)) => st.on_service(&mut writes, &shared.hub, ev),
-                Some(Err(error)) => watch_error(&shared.metrics, "services", &error),
+                Some(Err(error)) => watch_error(&shared, &mut readmit, "services", &error),
                 None => return,
             },
             ev = rev_events.next() => match ev {
                 Some(Ok(ev)) => st.on_revision(ev),
-                Some(Err(error)) => watch_error(&shared.metrics, "revisions", &error),
+                Some(Err(error)) => watch_error(&shared, &mut readmit, "revisions", &error),
                 None => return,
             },
             ev = ns_events.next() => match ev {
                 Some(Ok(ev)) => st.on_namespace(&mut readmit, ev),
-                Some(Err(error)) => watch_error(&shared.metrics, "namespaces", &error),
+                Some(Err(error)) => watch_error(&shared, &mut readmit, "namespaces", &error),
                 None => return,
             },
             done = writes.next_done() => st.on_done(&shared.metrics, &opts.backoff, done),
@@ -252,9 +252,13 @@ fn reconcile_dirty(st: &mut LoopState, shared: &Shared, writes: &mut Writes, rea
     }
 }
 
-fn watch_error(metrics: &Metrics, what: &str, error: &watcher::Error) {
-    metrics.error("watch");
-    tracing::warn!(resource = what, error = %error_chain(error), "watch failed; resuming with backoff");
+/// A watch failed: kube-runtime resumes it with backoff; re-admission holds until the API server
+/// answers again.
+fn watch_error(shared: &Shared, readmit: &mut Readmitter, what: &str, error: &watcher::Error) {
+    shared.metrics.error("watch");
+    let error = error_chain(error);
+    tracing::warn!(resource = what, error = %error, "watch failed; resuming with backoff");
+    readmit.unreachable(&error, *shared.leader.borrow());
 }
 
 /// Reconcile one app: publish its status (every replica); plan its writes (the leader). `None`

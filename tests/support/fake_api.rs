@@ -6,7 +6,8 @@
 //! answer 409/404 with `Status` bodies (a replace with `?dryRun=All` is checked and admitted but
 //! not stored); [`FakeApi::fail_puts`] injects conflicting writers and
 //! [`FakeApi::inject`] any [`Fault`] (an error status, throttling, no answer, a dropped
-//! connection) into the next calls of one verb on one resource. Every request is recorded. Only what the watch loop, the `app` CLI and the certificate manager use is
+//! connection) into the next calls of one verb on one resource, and [`FakeApi::unreachable`]
+//! into every call. Every request is recorded. Only what the watch loop, the `app` CLI and the certificate manager use is
 //! implemented (JSON Patch for the webhook configuration's caBundle).
 
 use std::collections::{BTreeMap, HashMap};
@@ -59,6 +60,8 @@ struct Inner {
     compacted: u64,
     /// Watch requests are refused with 503 while set.
     watches_blocked: bool,
+    /// Every request's connection drops while set ([`FakeApi::unreachable`]).
+    unreachable: bool,
     /// Faults still to inject ([`FakeApi::inject`]).
     faults: Vec<Injected>,
     /// Run once, just before the next request of a verb on a resource is handled.
@@ -283,6 +286,20 @@ impl FakeApi {
     /// Refuse (503) new watch requests while `blocked`, as during an API server restart.
     pub fn block_watches(&self, blocked: bool) {
         self.inner.lock().unwrap().watches_blocked = blocked;
+    }
+
+    /// Make the API server unreachable (`true`) or reachable again: while it is, the open watches
+    /// end and every request (recorded all the same) loses its connection before an answer.
+    pub fn unreachable(&self, down: bool) {
+        self.inner.lock().unwrap().unreachable = down;
+        if down {
+            self.disconnect_watches();
+        }
+    }
+
+    /// Whether requests lose their connection ([`FakeApi::unreachable`]).
+    pub(super) fn is_unreachable(&self) -> bool {
+        self.inner.lock().unwrap().unreachable
     }
 
     /// Compact the history: a watch resuming from before now gets 410 Gone and must relist.
