@@ -177,8 +177,9 @@ fn spec_sha_value(
 /// hashes the same, so [`spec_sha_value`] would keep the stored value whatever the hash; nothing
 /// is hashed. `None` when there is something to hash.
 fn unchanged_sha(ed: &Editor, stored: Option<&Node>) -> Option<String> {
-    let old = stored.filter(|old| !ed.recorded() && *old == ed.doc())?;
-    ksvc::entry(old, ksvc::ANNOTATIONS, keys::ANNOTATION_SPEC_SHA).map(str::to_owned)
+    let old = stored.filter(|_| !ed.recorded())?;
+    let kept = ksvc::entry(old, ksvc::ANNOTATIONS, keys::ANNOTATION_SPEC_SHA)?;
+    (old == ed.doc()).then(|| kept.to_owned())
 }
 
 /// The spec SHA of `doc` as the user wrote it (the document is left as it was).
