@@ -94,6 +94,12 @@ fn all() -> Settings {
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 
+/// A write that changed the template, stored as generation 2.
+const NEW_REVISION: Written = Written::Yes {
+    new_revision: true,
+    generation: 2,
+};
+
 #[test]
 fn only_apps_it_may_fix_are_started() {
     use Reason::*;
@@ -169,15 +175,7 @@ fn starts_wait_for_room_and_the_interval() {
         [Step::Start(key("a"))]
     );
     assert_eq!(wave.step(&settings, view(&apps), S(1)), [], "still writing");
-    wave.written(
-        &key("a"),
-        stored("app:1"),
-        &Written::Yes {
-            new_revision: true,
-            generation: 2,
-        },
-        S(1),
-    );
+    wave.written(&key("a"), stored("app:1"), &NEW_REVISION, S(1));
     apps[0].drift = drift(&[]);
     apps[0].readmitted = true;
     apps[0].settled = false;
@@ -224,15 +222,7 @@ fn failures_in_a_row_pause_the_wave_until_the_policy_changes() {
     let mut seen = wave.step(&settings, view(&apps), S(0));
     for (i, name) in ["a", "b", "c"].iter().enumerate() {
         assert_eq!(seen.last(), Some(&Step::Start(key(name))), "{seen:?}");
-        wave.written(
-            &key(name),
-            stored("app:1"),
-            &Written::Yes {
-                new_revision: true,
-                generation: 2,
-            },
-            S(i as u64),
-        );
+        wave.written(&key(name), stored("app:1"), &NEW_REVISION, S(i as u64));
         // Written through admission: converged, but its new Revision fails.
         apps[i].drift = drift(&[]);
         apps[i].readmitted = true;
@@ -260,15 +250,7 @@ fn a_revision_not_ready_in_time_is_a_failure() {
     let settings = all();
     let mut wave = Wave::default();
     wave.step(&settings, view(&apps), S(0));
-    wave.written(
-        &key("a"),
-        stored("app:1"),
-        &Written::Yes {
-            new_revision: true,
-            generation: 2,
-        },
-        S(0),
-    );
+    wave.written(&key("a"), stored("app:1"), &NEW_REVISION, S(0));
     apps[0].drift = drift(&[]);
     apps[0].readmitted = true;
     apps[0].settled = false;
@@ -380,15 +362,7 @@ fn an_unreachable_api_server_holds_starts_and_clocks_until_a_probe_answers() {
         wave.step(&settings, view(&apps), S(0)),
         [Step::Start(key("a"))]
     );
-    wave.written(
-        &key("a"),
-        stored("app:1"),
-        &Written::Yes {
-            new_revision: true,
-            generation: 2,
-        },
-        S(0),
-    );
+    wave.written(&key("a"), stored("app:1"), &NEW_REVISION, S(0));
     apps[0].drift = drift(&[]);
     apps[0].readmitted = true;
     apps[0].settled = false;
