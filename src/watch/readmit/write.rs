@@ -91,7 +91,8 @@ pub(super) async fn readmit(
     }
 }
 
-/// Whether the API server answers: its version, one call bounded by the writer's timeout.
+/// Whether the API server answers: its version (`/version`, which every authenticated client
+/// may read, so no RBAC), one call bounded by the writer's timeout.
 pub(super) async fn probe(writer: &Writer) -> Result<(), String> {
     let version = writer.client.apiserver_version();
     match call::timed("the API server's version", writer.timeout, version).await {
