@@ -13,8 +13,34 @@ use super::{ksvc, stop, validate};
 use crate::json::Node;
 use crate::json::edit::Editor;
 
+/// What the decision keeps of its edits.
+enum Edits {
+    /// The JSON Patch, for the response.
+    Patch,
+    /// How many there were.
+    Counted,
+}
+
 /// Decide on one admission request.
 pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
+    let mut old_object = req.old_object.take();
+    decided(req, old_object.as_mut(), policy, Edits::Patch)
+}
+
+/// [`decide`] as the drift report needs it, on an UPDATE whose old object is `stored`, lent
+/// (`req.old_object` is not read) and left as it was, so the report compares the result with it
+/// without copying it once more. The edits are counted, not written as a patch
+/// ([`crate::json::edit::Patch::json`] is `None`).
+pub fn decide_stored<'a>(req: Request<'a>, stored: &mut Node<'a>, policy: &Policy) -> Decision<'a> {
+    decided(req, Some(stored), policy, Edits::Counted)
+}
+
+fn decided<'a>(
+    mut req: Request<'a>,
+    old_object: Option<&mut Node<'a>>,
+    policy: &Policy,
+    edits: Edits,
+) -> Decision<'a> {
     let operation = match req.operation.as_str() {
         "CREATE" => Operation::Create,
         "UPDATE" => Operation::Update,
@@ -38,7 +64,7 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
     let mut violations = validate::validate(&validate::Input {
         operation,
         object: &object,
-        old_object: req.old_object.as_ref(),
+        old_object: old_object.as_deref(),
         namespace: &namespace,
         domain_template: &policy.domain_template,
     });
@@ -55,16 +81,19 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
         .as_ref()
         .map(|id| naming::app_name(&id.project, &id.domain, &id.name));
     let mut stored = match operation {
-        Operation::Update => req.old_object.take(),
+        Operation::Update => old_object,
         Operation::Create => None,
     };
     let zero_initial_scale = policy.mutate.allow_zero_initial_scale;
-    let restore = stop::record_for(&object, stored.as_ref(), zero_initial_scale);
+    let restore = stop::record_for(&object, stored.as_deref(), zero_initial_scale);
     let spec_sha = match policy.platform_writers.includes(&req.user_info) {
         true => mutate::SpecSha::AsWritten,
         false => mutate::SpecSha::Computed,
     };
-    let mut ed = Editor::new(&mut object);
+    let mut ed = match edits {
+        Edits::Patch => Editor::new(&mut object),
+        Edits::Counted => Editor::counting(&mut object),
+    };
     let target = Target {
         namespace: &namespace,
         identity: identity.as_ref(),
@@ -73,7 +102,8 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
         sidecars: sidecar_plan,
         spec_sha,
     };
-    let mut warnings = match mutate::inject(&mut ed, target, &policy.mutate, stored.as_mut()) {
+    let mut warnings = match mutate::inject(&mut ed, target, &policy.mutate, stored.as_deref_mut())
+    {
         Ok(warnings) => warnings,
         Err(err) => return Decision::failed(format!("cannot compute the spec SHA: {err}")),
     };
@@ -81,7 +111,7 @@ pub fn decide<'a>(mut req: Request<'a>, policy: &Policy) -> Decision<'a> {
     let after = validate::after_edits(&validate::Input {
         operation,
         object: &object,
-        old_object: stored.as_ref(),
+        old_object: stored.as_deref(),
         namespace: &namespace,
         domain_template: &policy.domain_template,
     });

@@ -115,8 +115,11 @@ pub fn inject(
         target.restore,
         settings.allow_zero_initial_scale,
     );
-    // The plan read the sidecar status (and refused an unreadable one) from this same object.
-    let sha = stripped_sha(ed, Some(&target.sidecars.previous))?;
+    let sha = match unchanged_sha(ed, stored.as_deref()) {
+        Some(kept) => kept,
+        // The plan read the sidecar status (and refused an unreadable one) from this object.
+        None => stripped_sha(ed, Some(&target.sidecars.previous))?,
+    };
     warnings.extend(sidecars::converge(ed, &target.sidecars, target.namespace));
     let pattern = endpoint_pattern(settings, target.identity, target.namespace);
     let handover = target.sidecars.handover.as_ref();
@@ -168,6 +171,15 @@ fn spec_sha_value(
         true => Some(kept),
         false => Some(sha),
     })
+}
+
+/// The stored SHA of an UPDATE that is, so far, the stored object unchanged: the same object
+/// hashes the same, so [`spec_sha_value`] would keep the stored value whatever the hash; nothing
+/// is hashed. `None` when there is something to hash.
+fn unchanged_sha(ed: &Editor, stored: Option<&Node>) -> Option<String> {
+    let old = stored.filter(|_| !ed.recorded())?;
+    let kept = ksvc::entry(old, ksvc::ANNOTATIONS, keys::ANNOTATION_SPEC_SHA)?;
+    (old == ed.doc()).then(|| kept.to_owned())
 }
 
 /// The spec SHA of `doc` as the user wrote it (the document is left as it was).

@@ -103,7 +103,7 @@ pub fn encode(uid: &str, decision: &Decision) -> Result<Vec<u8>, EncodeError> {
     if let Some(failure) = &decision.failure {
         return Ok(failure_response(uid, failure));
     }
-    let patch = (!decision.patch.is_empty()).then(|| decision.patch.json());
+    let patch = decision.patch.json().filter(|_| !decision.patch.is_empty());
     let mut out = Vec::with_capacity(160 + patch.as_ref().map_or(0, |p| p.len() * 4 / 3 + 4));
     response_head(&mut out, uid, decision.allowed);
     if !decision.allowed {

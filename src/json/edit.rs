@@ -6,24 +6,28 @@
 //! as JSON text while the edits are made (a value the parser kept as text is copied as it came),
 //! so the response only has to base64-encode it. A [`Editor::reversible`] editor also keeps what
 //! each edit replaced, so [`Editor::undo`] can put the document back without ever copying it (the
-//! spec SHA is computed that way over the stripped object).
+//! spec SHA is computed that way over the stripped object). A [`Editor::counting`] editor
+//! writes no patch and only counts its edits, for a caller that needs to know whether anything
+//! changed and compares the documents itself (the drift report).
 
 use std::fmt;
 
 use crate::json::{Map, Node};
 
-/// The edits an [`Editor`] made, as an RFC 6902 JSON Patch document.
+/// The edits an [`Editor`] made, as an RFC 6902 JSON Patch document (or only how many, from a
+/// [`Editor::counting`] editor).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Patch {
-    /// The document so far, always complete: `[]`, `[{…}]`, `[{…},{…}]`.
-    text: Vec<u8>,
+    /// The document so far, always complete: `[]`, `[{…}]`, `[{…},{…}]`; `None` when the edits
+    /// are only counted.
+    text: Option<Vec<u8>>,
     ops: usize,
 }
 
 impl Default for Patch {
     fn default() -> Self {
         Self {
-            text: b"[]".to_vec(),
+            text: Some(b"[]".to_vec()),
             ops: 0,
         }
     }
@@ -40,14 +44,17 @@ impl Patch {
         self.ops
     }
 
-    /// The JSON Patch document.
-    pub fn json(&self) -> &[u8] {
-        &self.text
+    /// The JSON Patch document; `None` when the edits were only counted.
+    pub fn json(&self) -> Option<&[u8]> {
+        self.text.as_deref()
     }
 
     /// Append `{"op":op,"path":path[,"value":value]}`.
     fn record(&mut self, op: &str, path: &[&str], append: bool, value: Option<&Node>) {
-        let out = &mut self.text;
+        let Some(out) = &mut self.text else {
+            self.ops += 1;
+            return;
+        };
         out.pop(); // the closing `]`
         if self.ops > 0 {
             out.push(b',');
@@ -68,7 +75,10 @@ impl Patch {
 /// The patch as text, for test failures and logs.
 impl fmt::Debug for Patch {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(&String::from_utf8_lossy(&self.text))
+        match &self.text {
+            Some(text) => f.write_str(&String::from_utf8_lossy(text)),
+            None => write!(f, "{} edits, counted", self.ops),
+        }
     }
 }
 
@@ -121,6 +131,15 @@ impl<'d, 'a> Editor<'d, 'a> {
         }
     }
 
+    /// An editor that counts its edits and writes no patch ([`Patch::json`] is `None`).
+    pub fn counting(doc: &'d mut Node<'a>) -> Self {
+        Self {
+            doc,
+            patch: Patch { text: None, ops: 0 },
+            undo: None,
+        }
+    }
+
     /// An editor whose edits [`Editor::undo`] takes back; it keeps undo steps instead of patch
     /// operations.
     pub fn reversible(doc: &'d mut Node<'a>) -> Self {
@@ -138,6 +157,11 @@ impl<'d, 'a> Editor<'d, 'a> {
     /// The document as edited so far.
     pub fn doc(&self) -> &Node<'a> {
         self.doc
+    }
+
+    /// Whether an edit was recorded so far (never, by a reversible editor).
+    pub fn recorded(&self) -> bool {
+        !self.patch.is_empty()
     }
 
     /// The operations recorded, in order.
@@ -365,96 +389,5 @@ fn pointer(path: &[&str], append: bool) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::{Value, json};
-
-    fn n(value: Value) -> Node<'static> {
-        Node::from_json(value)
-    }
-
-    fn edited(doc: Value, f: impl FnOnce(&mut Editor)) -> (Value, Value, Value) {
-        let mut replayed = doc.clone();
-        let mut node = Node::from_json(doc);
-        let mut ed = Editor::new(&mut node);
-        f(&mut ed);
-        let ops: Value = serde_json::from_slice(ed.into_patch().json()).unwrap();
-        let patch: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
-        json_patch::patch(&mut replayed, &patch).unwrap();
-        let doc = node.to_json();
-        assert_eq!(replayed, doc, "the recorded patch reproduces the edit");
-        (doc, ops, replayed)
-    }
-
-    #[test]
-    fn set_creates_missing_parents_in_one_operation() {
-        let (doc, ops, _) = edited(json!({"metadata": {"name": "a"}}), |ed| {
-            ed.set(
-                &["metadata", "annotations", "flyte.org/spec-sha"],
-                n(json!("x")),
-            );
-        });
-        assert_eq!(doc["metadata"]["annotations"]["flyte.org/spec-sha"], "x");
-        assert_eq!(
-            ops,
-            json!([{"op": "add", "path": "/metadata/annotations", "value": {"flyte.org/spec-sha": "x"}}])
-        );
-    }
-
-    #[test]
-    fn set_escapes_slashes_and_skips_no_ops() {
-        let (_, ops, _) = edited(json!({"metadata": {"labels": {"a/b": "1"}}}), |ed| {
-            ed.set(&["metadata", "labels", "a/b"], n(json!("1")));
-            ed.set(&["metadata", "labels", "a~c/d"], n(json!("2")));
-        });
-        assert_eq!(
-            ops,
-            json!([{"op": "add", "path": "/metadata/labels/a~0c~1d", "value": "2"}])
-        );
-    }
-
-    #[test]
-    fn null_parents_are_replaced() {
-        let (doc, _, _) = edited(json!({"metadata": {"labels": null}}), |ed| {
-            ed.set(&["metadata", "labels", "k"], n(json!("v")));
-        });
-        assert_eq!(doc, json!({"metadata": {"labels": {"k": "v"}}}));
-    }
-
-    #[test]
-    fn undo_puts_the_document_back() {
-        let original = json!({"a": {"b": [1, 2, 3], "c": "x"}, "d": null});
-        let mut doc = n(original.clone());
-        let mut ed = Editor::reversible(&mut doc);
-        ed.remove(&["a", "b", "1"]);
-        ed.push(&["a", "b"], n(json!(9)));
-        ed.set(&["a", "b", "0"], n(json!(0)));
-        ed.set(&["a", "c"], n(json!("y")));
-        ed.remove(&["a", "c"]);
-        ed.set(&["d", "e", "f"], n(json!(1)));
-        ed.push(&["g"], n(json!([])));
-        assert_ne!(ed.doc().to_json(), original);
-        ed.undo();
-        assert_eq!(doc.to_json(), original);
-        assert_eq!(
-            serde_json::to_string(&doc).unwrap(),
-            original.to_string(),
-            "in order"
-        );
-    }
-
-    #[test]
-    fn push_and_remove_in_arrays() {
-        let (doc, _, _) = edited(json!({"env": [{"name": "A"}, {"name": "B"}]}), |ed| {
-            ed.remove(&["env", "0"]);
-            ed.push(&["env"], n(json!({"name": "C"})));
-            ed.push(&["missing"], n(json!(1)));
-            ed.set(&["env", "0", "value"], n(json!("b")));
-            ed.remove(&["nothing", "here"]);
-        });
-        assert_eq!(
-            doc,
-            json!({"env": [{"name": "B", "value": "b"}, {"name": "C"}], "missing": [1]})
-        );
-    }
-}
+#[path = "edit_tests.rs"]
+mod tests;

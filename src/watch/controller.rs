@@ -1,15 +1,16 @@
-//! The controller shell: kube-runtime watchers and reflector stores for Services and Revisions, and
-//! a level-triggered reconcile of every app they touch.
+//! The controller shell: kube-runtime watchers and reflector stores for Services, Revisions and
+//! namespaces, and a level-triggered reconcile of every app they touch.
 //!
 //! Every replica keeps the stores, the status hub and the drift report current (the drift report
 //! also follows the namespaces' opt-out label and the admission policy, checked every second for
-//! a catalogue reload); only the leader runs the plan's writes and records Events. The select loop never waits on the API: it computes and publishes
-//! status at once and hands writes to [`super::inflight`], which runs them off the loop and
-//! returns their outcomes. A broken watch resumes from its last resourceVersion (kube-runtime's
-//! watcher, with backoff); a failed write is retried with backoff; a periodic resync and every
-//! gain of leadership reconcile everything again. Decisions live in `status` and `plan`.
+//! a catalogue reload); only the leader runs the plan's writes, records Events and re-admits. The
+//! select loop never waits on the API: each event marks apps dirty ([`super::loop_state`]), and
+//! each turn publishes the dirty apps' status at once and hands their writes to
+//! [`super::inflight`], which runs them off the loop and returns their outcomes. A broken watch
+//! resumes from its last resourceVersion (kube-runtime's watcher, with backoff); a failed write
+//! is retried with backoff; a periodic resync and every gain of leadership reconcile everything
+//! again. Decisions live in `status` and `plan`.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,14 +23,15 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, Resource};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::cache::{Cache, Evaluation, service_key};
+use super::cache::{Cache, Evaluation};
 use super::drift::DriftIndex;
 use super::hub::{AppKey, Change, Hub};
-use super::inflight::{Done, Writes};
+use super::inflight::Writes;
+use super::loop_state::LoopState;
 use super::metrics::Metrics;
 use super::owners::ServiceStore;
 use super::readmit::{Readmitter, Wake};
@@ -37,7 +39,6 @@ use super::view::{KService, Revision};
 use super::writes::{Job, Transition, Writer};
 use crate::admission::Policy;
 use crate::cluster::call::Backoff;
-use crate::keys;
 use crate::report::error_chain;
 
 /// Server-side timeout of each watch request; the client's read timeout must exceed it.
@@ -87,29 +88,6 @@ where
     }
 }
 
-struct State {
-    cache: Cache,
-    drift: DriftIndex,
-    /// Every app is dirty for a full drift evaluation (a list, a resync, a new policy).
-    full: bool,
-    dirty: BTreeSet<AppKey>,
-    /// When a failed app is tried again.
-    retry_at: BTreeMap<AppKey, Instant>,
-    /// Failed attempts in a row, per app; cleared by a success.
-    attempts: BTreeMap<AppKey, u32>,
-    services_listed: bool,
-    revisions_listed: bool,
-    /// The namespaces (and so their labels) have been listed once.
-    namespaces_listed: bool,
-    relisted: bool,
-}
-
-impl State {
-    fn all_keys(&self) -> BTreeSet<AppKey> {
-        self.cache.keys()
-    }
-}
-
 /// Run the loop until the watch streams end (they do not, short of a dropped runtime).
 pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let ns = opts.namespace.as_deref();
@@ -145,18 +123,10 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let mut readmit = Readmitter::new(opts.readmit.clone(), writer.clone(), shared.policy.clone());
     // Dropped with the loop: a stopping loop aborts its writes.
     let mut writes = Writes::new(writer, shared.leader.clone(), opts.write_concurrency);
-    let mut st = State {
-        cache: Cache::new(services, revisions),
-        drift: DriftIndex::new(shared.policy.load_full()),
-        full: false,
-        dirty: BTreeSet::new(),
-        retry_at: BTreeMap::new(),
-        attempts: BTreeMap::new(),
-        services_listed: false,
-        revisions_listed: false,
-        namespaces_listed: false,
-        relisted: false,
-    };
+    let mut st = LoopState::new(
+        Cache::new(services, revisions),
+        DriftIndex::new(shared.policy.load_full()),
+    );
     let mut leader = shared.leader.clone();
     let mut leader_alive = true;
     let mut resync = tokio::time::interval(opts.resync_every);
@@ -164,24 +134,24 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let mut policy_check = tokio::time::interval(POLICY_CHECK);
     policy_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let next_retry = st.retry_at.values().min().copied();
+        let next_retry = st.next_retry();
         tokio::select! {
             ev = svc_events.next() => match ev {
-                Some(Ok(ev)) => on_service(&mut st, &mut writes, &shared.hub, ev),
-                Some(Err(error)) => watch_error(&shared.metrics, "services", &error),
+                Some(Ok(ev)) => st.on_service(&mut writes, &shared.hub, ev),
+                Some(Err(error)) => watch_error(&shared, &mut readmit, "services", &error),
                 None => return,
             },
             ev = rev_events.next() => match ev {
-                Some(Ok(ev)) => on_revision(&mut st, ev),
-                Some(Err(error)) => watch_error(&shared.metrics, "revisions", &error),
+                Some(Ok(ev)) => st.on_revision(ev),
+                Some(Err(error)) => watch_error(&shared, &mut readmit, "revisions", &error),
                 None => return,
             },
             ev = ns_events.next() => match ev {
-                Some(Ok(ev)) => on_namespace(&mut st, &mut readmit, ev),
-                Some(Err(error)) => watch_error(&shared.metrics, "namespaces", &error),
+                Some(Ok(ev)) => st.on_namespace(&mut readmit, ev),
+                Some(Err(error)) => watch_error(&shared, &mut readmit, "namespaces", &error),
                 None => return,
             },
-            done = writes.next_done() => on_done(&mut st, &shared.metrics, &opts.backoff, done),
+            done = writes.next_done() => st.on_done(&shared.metrics, &opts.backoff, done),
             _ = resync.tick() => {
                 st.dirty.extend(st.all_keys());
                 st.full = true;
@@ -208,12 +178,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
                 Err(_) => leader_alive = false,
             },
             _ = tokio::time::sleep_until(next_retry.unwrap_or_else(Instant::now)), if next_retry.is_some() => {
-                let now = Instant::now();
-                let due: Vec<AppKey> = st.retry_at.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
-                for key in due {
-                    st.retry_at.remove(&key);
-                    st.dirty.insert(key);
-                }
+                st.retry_due(Instant::now());
             }
         }
         if !(st.services_listed && st.revisions_listed) {
@@ -246,7 +211,7 @@ const POLICY_CHECK: Duration = Duration::from_secs(1);
 
 /// After a complete (re)list: forget deleted apps and look at everything again. Returns whether
 /// this is the first complete list.
-fn after_list(st: &mut State, shared: &Shared) -> bool {
+fn after_list(st: &mut LoopState, shared: &Shared) -> bool {
     let first = !shared.synced.load(Ordering::Acquire);
     if !first && !st.relisted {
         return false;
@@ -261,7 +226,7 @@ fn after_list(st: &mut State, shared: &Shared) -> bool {
 }
 
 /// Reconcile every dirty app: publish its status now, hand its writes to the queue.
-fn reconcile_dirty(st: &mut State, shared: &Shared, writes: &mut Writes, readmit: &Readmitter) {
+fn reconcile_dirty(st: &mut LoopState, shared: &Shared, writes: &mut Writes, readmit: &Readmitter) {
     for key in std::mem::take(&mut st.dirty) {
         // Read per app; the job reads it again before every write.
         let leading = *shared.leader.borrow();
@@ -287,106 +252,19 @@ fn reconcile_dirty(st: &mut State, shared: &Shared, writes: &mut Writes, readmit
     }
 }
 
-/// A job ended: forget its failures, or retry it after a backoff; reconcile again at once if the
-/// app changed while it ran.
-fn on_done(st: &mut State, metrics: &Metrics, backoff: &Backoff, done: Done) {
-    let Done { key, result, again } = done;
-    match result {
-        Ok(()) => {
-            st.attempts.remove(&key);
-        }
-        Err(error) => {
-            metrics.error("write");
-            let attempt = st.attempts.get(&key).map_or(0, |n| n + 1);
-            let delay = backoff.delay(attempt);
-            tracing::warn!(ns = %key.namespace, name = %key.name, error = %error_chain(&error), ?delay, "reconcile failed; retrying");
-            st.attempts.insert(key.clone(), attempt);
-            st.retry_at.insert(key.clone(), Instant::now() + delay);
-        }
-    }
-    if again {
-        st.dirty.insert(key);
-    }
-}
-
-fn watch_error(metrics: &Metrics, what: &str, error: &watcher::Error) {
-    metrics.error("watch");
-    tracing::warn!(resource = what, error = %error_chain(error), "watch failed; resuming with backoff");
-}
-
-fn on_service(st: &mut State, writes: &mut Writes, hub: &Hub, ev: watcher::Event<KService>) {
-    match ev {
-        watcher::Event::Apply(k) | watcher::Event::InitApply(k) => {
-            st.dirty.insert(service_key(&k));
-        }
-        watcher::Event::Delete(k) => {
-            let key = service_key(&k);
-            st.dirty.remove(&key);
-            st.retry_at.remove(&key);
-            st.attempts.remove(&key);
-            writes.forget(&key);
-            st.drift.remove(&key);
-            hub.remove(&key);
-        }
-        watcher::Event::Init => {}
-        watcher::Event::InitDone => {
-            st.relisted = st.services_listed;
-            st.services_listed = true;
-        }
-    }
-}
-
-/// A namespace's opt-out label changed: its apps' drift is stale.
-fn on_namespace(
-    st: &mut State,
-    readmit: &mut Readmitter,
-    ev: watcher::Event<PartialObjectMeta<Namespace>>,
-) {
-    let (ns, label) = match &ev {
-        watcher::Event::Apply(ns) | watcher::Event::InitApply(ns) => {
-            let enabled = ns.labels().get(keys::LABEL_NAMESPACE_READMIT);
-            readmit.set_namespace(
-                &ns.name_any(),
-                enabled.is_some_and(|v| v == keys::NAMESPACE_READMIT_ENABLED),
-            );
-            (
-                ns.name_any(),
-                ns.labels().get(keys::LABEL_NAMESPACE_INJECT).cloned(),
-            )
-        }
-        watcher::Event::Delete(ns) => (ns.name_any(), None),
-        watcher::Event::Init => return,
-        watcher::Event::InitDone => {
-            st.namespaces_listed = true;
-            return;
-        }
-    };
-    if st.drift.set_namespace(&ns, label.as_deref()) {
-        let stale = st.all_keys().into_iter().filter(|k| k.namespace == ns);
-        st.dirty.extend(stale);
-    }
-}
-
-fn on_revision(st: &mut State, ev: watcher::Event<Revision>) {
-    match ev {
-        watcher::Event::Apply(r) | watcher::Event::InitApply(r) => {
-            st.dirty.extend(st.cache.note_revision(&r, true));
-        }
-        watcher::Event::Delete(r) => {
-            st.dirty.extend(st.cache.note_revision(&r, false));
-        }
-        watcher::Event::Init => {}
-        watcher::Event::InitDone => {
-            st.relisted |= st.revisions_listed;
-            st.revisions_listed = true;
-        }
-    }
+/// A watch failed: kube-runtime resumes it with backoff; re-admission holds until the API server
+/// answers again.
+fn watch_error(shared: &Shared, readmit: &mut Readmitter, what: &str, error: &watcher::Error) {
+    shared.metrics.error("watch");
+    let error = error_chain(error);
+    tracing::warn!(resource = what, error = %error, "watch failed; resuming with backoff");
+    readmit.unreachable(&error, *shared.leader.borrow());
 }
 
 /// Reconcile one app: publish its status (every replica); plan its writes (the leader). `None`
 /// when this replica has nothing to write for it.
 fn reconcile(
-    st: &State,
+    st: &LoopState,
     shared: &Shared,
     key: &AppKey,
     leading: bool,

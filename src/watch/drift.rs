@@ -72,32 +72,41 @@ impl DriftIndex {
             self.remove(key);
             return None;
         };
-        let inject = self.namespaces.get(&key.namespace).cloned();
-        let fresh = self.entries.get(key).is_some_and(|e| {
-            e.generation == self.generation && e.inject == inject && e.stored == ksvc.stored
-        });
-        if !fresh {
+        let inject = self.namespaces.get(&key.namespace);
+        let evaluate = || Entry {
+            stored: ksvc.stored.clone(),
+            inject: inject.cloned(),
+            generation: self.generation,
             // The cache's text is JSON the view wrote: unreadable only if something is badly
             // wrong, and then admission would refuse it too.
-            let drift = drift::drift(ksvc.stored.text(), inject.as_deref(), &self.policy)
-                .unwrap_or_else(|e| Drift::one(Reason::WouldReject, e.to_string()));
-            for reason in drift.reasons() {
-                *self.counts.entry(reason).or_default() += 1;
+            drift: drift::drift(ksvc.stored.text(), inject.map(String::as_str), &self.policy)
+                .unwrap_or_else(|e| Drift::one(Reason::WouldReject, e.to_string())),
+        };
+        // In place: no key copied, no rebalancing, for the common re-evaluation.
+        let (old, new) = match self.entries.get_mut(key) {
+            Some(slot)
+                if slot.generation == self.generation
+                    && slot.inject.as_ref() == inject
+                    && slot.stored == ksvc.stored =>
+            {
+                return self.get(key);
             }
-            let entry = Entry {
-                stored: ksvc.stored.clone(),
-                inject,
-                generation: self.generation,
-                drift,
-            };
-            // In place: no key copied, no rebalancing, for the common re-evaluation.
-            let old = match self.entries.get_mut(key) {
-                Some(slot) => Some(std::mem::replace(slot, entry)),
-                None => self.entries.insert(key.clone(), entry),
-            };
-            for reason in old.iter().flat_map(|e| e.drift.reasons()) {
-                *self.counts.entry(reason).or_default() -= 1;
+            Some(slot) => {
+                let old = std::mem::replace(slot, evaluate());
+                (Some(old), slot.drift.reasons().collect::<Vec<_>>())
             }
+            None => {
+                let entry = evaluate();
+                let reasons = entry.drift.reasons().collect();
+                self.entries.insert(key.clone(), entry);
+                (None, reasons)
+            }
+        };
+        for reason in new {
+            *self.counts.entry(reason).or_default() += 1;
+        }
+        for reason in old.iter().flat_map(|e| e.drift.reasons()) {
+            *self.counts.entry(reason).or_default() -= 1;
         }
         self.get(key)
     }

@@ -15,6 +15,7 @@ pub mod drift;
 pub mod edit;
 pub mod hub;
 pub mod inflight;
+mod loop_state;
 pub mod metrics;
 pub mod owners;
 pub mod plan;

@@ -39,7 +39,7 @@ pub fn admit_over(
 /// `input` with the decision's JSON Patch applied.
 pub fn replay(input: &Value, decision: &Decision) -> Value {
     let mut replayed = input.clone();
-    let patch: json_patch::Patch = serde_json::from_slice(decision.patch.json()).unwrap();
+    let patch: json_patch::Patch = serde_json::from_slice(decision.patch.json().unwrap()).unwrap();
     json_patch::patch(&mut replayed, &patch).unwrap();
     replayed
 }

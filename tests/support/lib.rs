@@ -107,7 +107,8 @@ pub fn revision(service: &str, name: &str, replicas: i32, no_gc: bool) -> Value 
     })
 }
 
-/// One replica of the loop against the fake, with leadership driven by the test (or an elector).
+/// One replica of the loop against the fake, with leadership driven by the test, or by its
+/// election as `serve` runs it ([`Replica::serve`]).
 pub struct Replica {
     pub hub: Arc<Hub>,
     pub synced: Arc<AtomicBool>,
@@ -117,6 +118,8 @@ pub struct Replica {
     /// The admission policy its drift report follows; store another to reload it.
     pub policy: Arc<ArcSwap<Policy>>,
     pub task: tokio::task::JoinHandle<()>,
+    /// The runtime of a replica served as `serve` wires it, election and all.
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Replica {
@@ -187,7 +190,13 @@ impl Replica {
             metrics,
             policy,
             task,
+            runtime: None,
         }
+    }
+
+    /// SIGKILL: every task of the replica ends where it is, and nothing is released.
+    pub fn kill(self) {
+        drop(self);
     }
 
     pub async fn wait_synced(&self) {
@@ -220,5 +229,8 @@ impl Replica {
 impl Drop for Replica {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }

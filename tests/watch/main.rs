@@ -10,4 +10,6 @@ mod drift;
 #[cfg(test)]
 mod readmit;
 #[cfg(test)]
+mod readmit_faults;
+#[cfg(test)]
 mod writes;

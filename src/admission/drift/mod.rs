@@ -16,8 +16,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::decide::decide_stored;
 use super::writers::UserInfo;
-use super::{GroupVersionKind, Policy, Request, decide, ksvc, skim};
+use super::{GroupVersionKind, Policy, Request, ksvc, skim};
 use crate::json::{Node, parse};
 use crate::keys;
 
@@ -167,15 +168,14 @@ pub fn excluded(namespace: &str, inject: Option<&str>) -> Option<String> {
 /// The drift of `stored`, a KService's JSON text as the API server stores it, under `policy`.
 /// `inject` is its namespace's `ksvc-webhook.flyte.org/inject` label, when known.
 pub fn drift(stored: &str, inject: Option<&str>, policy: &Policy) -> Result<Drift> {
-    let object = read(stored)?;
-    let namespace = ksvc::namespace(&object).to_owned();
+    let mut before = read(stored)?;
+    let namespace = ksvc::namespace(&before).to_owned();
     if let Some(why) = excluded(&namespace, inject) {
         return Ok(Drift::one(Reason::Excluded, why));
     }
-    let username = ksvc::entry(&object, ksvc::ANNOTATIONS, keys::ANNOTATION_LAST_MODIFIER)
+    let username = ksvc::entry(&before, ksvc::ANNOTATIONS, keys::ANNOTATION_LAST_MODIFIER)
         .unwrap_or_default()
         .to_owned();
-    let before = object.clone();
     let request = Request {
         uid: "drift".into(),
         kind: Some(GroupVersionKind {
@@ -186,16 +186,18 @@ pub fn drift(stored: &str, inject: Option<&str>, policy: &Policy) -> Result<Drif
         sub_resource: None,
         operation: "UPDATE".into(),
         namespace: Some(namespace),
-        name: Some(ksvc::name(&object).to_owned()),
-        old_object: Some(object.clone()),
-        object: Some(object),
+        name: Some(ksvc::name(&before).to_owned()),
+        // Lent below: the decision leaves it as it was, for the result to be compared with.
+        old_object: None,
+        object: Some(before.clone()),
         dry_run: None,
         user_info: UserInfo {
             username,
             groups: Vec::new(),
         },
     };
-    Ok(classify::classify(&before, &decide(request, policy)))
+    let decision = decide_stored(request, &mut before, policy);
+    Ok(classify::classify(&before, &decision))
 }
 
 /// `text` as a review's object is read: the skimming parser with admission's table, or

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::admission::decide;
 use crate::admission::sidecars::Catalogue;
 use crate::admission::writers::Principals;
 

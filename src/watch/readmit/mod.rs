@@ -8,7 +8,9 @@
 //! re-admission acts on; otherwise nothing is written and the app is unfixable until it or the
 //! policy changes, so nothing loops. [`wave`] decides what to start and what an outcome means;
 //! this shell reads the cache, runs each write off the loop (the loop never waits on one),
-//! records Events (`Readmitted`, `ReadmitFailed`) and the `ksvc_webhook_readmit_*` metrics.
+//! records Events (`Readmitted`, `ReadmitFailed`) and the `ksvc_webhook_readmit_*` metrics. An
+//! API server that cannot be reached (told by the loop's watches and the wave's own calls) holds
+//! the wave until a probe finds it answering again.
 
 pub mod args;
 pub mod wave;
@@ -43,6 +45,16 @@ pub struct Outcome {
     pub(super) detail: String,
 }
 
+/// What a task of the shell ended with.
+enum Ended {
+    /// A write, with its app.
+    Write(Outcome),
+    /// A probe: whether the API server answered.
+    Probe(Result<(), String>),
+    /// An Event was recorded (or not: best effort).
+    Event,
+}
+
 /// What woke the re-admission branch of the loop.
 pub enum Wake {
     /// Time to look at the wave again.
@@ -59,8 +71,8 @@ pub struct Readmitter {
     policy: Arc<ArcSwap<Policy>>,
     epoch: Instant,
     tick: Interval,
-    /// Writes (their app) and Events (none) under way.
-    tasks: JoinSet<Option<Outcome>>,
+    /// Writes, probes and Events under way.
+    tasks: JoinSet<Ended>,
     writing: BTreeMap<Id, AppKey>,
     /// The reasons each started app was written for, for its `Readmitted` Event.
     reasons: BTreeMap<AppKey, String>,
@@ -100,22 +112,55 @@ impl Readmitter {
             tokio::select! {
                 _ = self.tick.tick() => return Wake::Tick,
                 Some(joined) = self.tasks.join_next_with_id() => match joined {
-                    Ok((_, Some(outcome))) => {
+                    Ok((_, Ended::Write(outcome))) => {
                         self.writing.retain(|_, key| *key != outcome.key);
                         return Wake::Done(outcome);
                     }
-                    Ok((_, None)) => {}
+                    Ok((_, Ended::Probe(answer))) => {
+                        self.probed(answer);
+                        return Wake::Tick;
+                    }
+                    Ok((_, Ended::Event)) => {}
                     // Aborted (leadership lost) or panicked: nothing is known to be written.
                     Err(error) => if let Some(key) = self.writing.remove(&error.id()) {
                         return Wake::Done(Outcome {
                             key,
                             found: Stored::default(),
-                            written: Written::Unreachable,
+                            written: Written::Skipped,
                             detail: error.to_string(),
                         });
                     },
                 },
             }
+        }
+    }
+
+    /// A watch could not reach the API server: hold the wave until it answers (said once, by
+    /// the leader).
+    pub fn unreachable(&mut self, why: &str, leading: bool) {
+        if self.active() && self.wave.unreachable(self.epoch.elapsed()) && leading {
+            self.outage_began(why);
+        }
+    }
+
+    fn outage_began(&self, why: &str) {
+        tracing::warn!(
+            why,
+            in_flight = self.wave.in_flight(),
+            "the API server cannot be reached; re-admission starts nothing, and waits for what is in flight, until it answers"
+        );
+    }
+
+    fn probed(&mut self, answer: Result<(), String>) {
+        let answered = answer.is_ok();
+        if self.wave.probed(answered, self.epoch.elapsed()) {
+            tracing::info!(
+                in_flight = self.wave.in_flight(),
+                interval = ?self.settings.interval,
+                "the API server answers again; re-admission resumes after the interval"
+            );
+        } else if let Err(why) = answer {
+            tracing::warn!(why, retry_in = ?self.settings.interval, "the API server still cannot be reached; re-admission asks again");
         }
     }
 
@@ -148,6 +193,12 @@ impl Readmitter {
         for step in steps {
             let key = match &step {
                 Step::Start(key) | Step::Converged(key) | Step::Failed { key, .. } => key.clone(),
+                Step::Probe => {
+                    let writer = self.writer.clone();
+                    self.tasks
+                        .spawn(async move { Ended::Probe(write::probe(&writer).await) });
+                    continue;
+                }
                 Step::Paused(failures) => {
                     tracing::warn!(
                         failures,
@@ -174,14 +225,14 @@ impl Readmitter {
                 let reasons: Vec<&str> = found.reasons().map(|r| r.as_str()).collect();
                 tracing::info!(ns = ?key.namespace, name = ?key.name, reasons = ?reasons, "re-admitting");
                 self.reasons.insert(key.clone(), reasons.join(", "));
-                let task = write::readmit(
+                let write = write::readmit(
                     self.writer.clone(),
                     key.clone(),
                     ksvc,
                     self.policy.load_full(),
                     found.new_revision,
                 );
-                let handle = self.tasks.spawn(task);
+                let handle = self.tasks.spawn(async move { Ended::Write(write.await) });
                 self.writing.insert(handle.id(), key);
             }
             Step::Converged(key) => {
@@ -204,7 +255,7 @@ impl Readmitter {
                 let note = format!("written again, but {why}");
                 self.event(ksvc, true, "ReadmitFailed", note, None);
             }
-            Step::Paused(_) => {}
+            Step::Paused(_) | Step::Probe => {}
         }
     }
 
@@ -216,8 +267,12 @@ impl Readmitter {
             written,
             detail,
         } = outcome;
+        let reachable = !self.wave.unreachable_now();
         self.wave
             .written(&key, found, &written, self.epoch.elapsed());
+        if reachable && self.wave.unreachable_now() {
+            self.outage_began(&detail);
+        }
         let ksvc = cache.service(&key);
         let (result, note) = match &written {
             Written::Yes {
@@ -244,8 +299,9 @@ impl Readmitter {
                 let note = format!("the write was refused: {detail}");
                 (Some("refused"), Some((true, "ReadmitFailed", note)))
             }
-            Written::Unreachable => {
-                tracing::warn!(ns = ?key.namespace, name = ?key.name, why = %detail, "re-admission wrote nothing; the wave tries again after the interval");
+            Written::Unreachable => (None, None),
+            Written::Skipped => {
+                tracing::info!(ns = ?key.namespace, name = ?key.name, why = %detail, "re-admission wrote nothing; the wave looks again after the interval");
                 (None, None)
             }
         };
@@ -273,7 +329,7 @@ impl Readmitter {
             writer
                 .event(&ksvc, warning, reason, "Readmit", note, revision)
                 .await;
-            None
+            Ended::Event
         });
     }
 

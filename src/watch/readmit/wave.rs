@@ -7,8 +7,14 @@
 //! unfixable for what it is now, and fewer than `max_in_flight` re-admitted apps are unsettled and
 //! `interval` has passed since the last start. An unsettled app that carries the re-admission
 //! annotation is counted in flight even if another leader wrote it, so pacing survives a leader
-//! change. `max_failures` failures in a row pause the wave until the policy changes. Time comes
-//! in as an argument (a duration since the shell started); nothing here reads a clock.
+//! change; one that failed here is not counted (nor failed) again until it changes. `max_failures` failures in a row pause the wave until the policy changes.
+//!
+//! An API server that cannot be reached (a watch or a call of the wave's failed) holds the wave:
+//! nothing starts, and the clocks of the apps in flight stop, since the cache can no longer show
+//! them settle; they stay in flight. The wave asks for a sign of life ([`Step::Probe`]) once an
+//! interval; once the API server answers, the clocks go on where they stopped and the next start
+//! waits an interval. Time comes in as an argument (a duration since the shell started); nothing
+//! here reads a clock.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -97,6 +103,8 @@ pub enum Step {
     },
     /// The wave paused after this many failures in a row.
     Paused(u32),
+    /// The API server could not be reached: ask it whether it answers again.
+    Probe,
 }
 
 /// How a started write ended, as the shell reports it.
@@ -108,8 +116,12 @@ pub enum Written {
     Unfixable,
     /// Admission or the API server refused the write (a failure).
     Refused,
-    /// The API server could not be asked: nothing was written, nothing counts.
+    /// The API server could not be asked (no answer, a server error, throttling): nothing was
+    /// written, nothing counts, and the wave holds until it answers again.
     Unreachable,
+    /// Nothing was written and nothing counts: the KService changed or went since the wave
+    /// looked at it (or the write ended abnormally); the wave looks again.
+    Skipped,
 }
 
 /// The wave's state on this leader.
@@ -121,9 +133,19 @@ pub struct Wave {
     writing: BTreeSet<AppKey>,
     /// Apps a dry run showed unfixable, as they were then.
     unfixable: BTreeMap<AppKey, Stored>,
+    /// Apps that failed, with the generation that failed: not taken in flight again (and
+    /// counted again) until they change.
+    failed: BTreeMap<AppKey, i64>,
     failures: u32,
     paused: bool,
-    last_start: Option<Duration>,
+    /// The last start, or the API server's answer after an outage: the next start waits
+    /// `interval` after it.
+    paced_from: Option<Duration>,
+    /// Since when the API server could not be reached, while it cannot.
+    down_since: Option<Duration>,
+    /// When the last probe started, and whether it is still under way.
+    probed_at: Option<Duration>,
+    probing: bool,
 }
 
 impl Wave {
@@ -141,7 +163,11 @@ impl Wave {
             seen.insert(app.key.clone());
             if self.in_flight.contains_key(app.key) {
                 steps.extend(self.settle(settings, &app, now));
-            } else if app.readmitted && !app.settled && app.failed.is_none() {
+            } else if app.readmitted
+                && !app.settled
+                && app.failed.is_none()
+                && self.failed.get(app.key) != Some(&app.generation)
+            {
                 // Written by another leader, or before a restart: it counts against the pace.
                 self.in_flight
                     .insert(app.key.clone(), (now, app.generation));
@@ -151,16 +177,25 @@ impl Wave {
         }
         self.in_flight.retain(|k, _| seen.contains(k));
         self.unfixable.retain(|k, _| seen.contains(k));
+        self.failed.retain(|k, _| seen.contains(k));
         if self.failures >= settings.max_failures.max(1) && !self.paused {
             self.paused = true;
             steps.push(Step::Paused(self.failures));
         }
+        let interval_since =
+            |at: Option<Duration>| at.is_none_or(|at| now.saturating_sub(at) >= settings.interval);
+        if self.down_since.is_some() {
+            if !self.probing && interval_since(self.probed_at) {
+                self.probing = true;
+                self.probed_at = Some(now);
+                steps.push(Step::Probe);
+            }
+            return steps;
+        }
         let room = self.in_flight.len() + self.writing.len() < settings.max_in_flight.max(1);
-        let due = self
-            .last_start
-            .is_none_or(|at| now.saturating_sub(at) >= settings.interval);
+        let due = interval_since(self.paced_from);
         if let Some(key) = candidate.filter(|_| !self.paused && room && due) {
-            self.last_start = Some(now);
+            self.paced_from = Some(now);
             self.writing.insert(key.clone());
             steps.push(Step::Start(key));
         }
@@ -198,17 +233,24 @@ impl Wave {
                 return Some(Step::Converged(key));
             }
             (Some(why), false) if seen => Some((why.clone(), false)),
-            (_, false) if now.saturating_sub(since) > settings.ready_timeout => Some((
-                format!(
-                    "its new Revision was not Ready within {}s",
-                    settings.ready_timeout.as_secs()
-                ),
-                true,
-            )),
+            // While the API server cannot be reached, the cache cannot show it settle.
+            (_, false)
+                if self.down_since.is_none()
+                    && now.saturating_sub(since) > settings.ready_timeout =>
+            {
+                Some((
+                    format!(
+                        "its new Revision was not Ready within {}s",
+                        settings.ready_timeout.as_secs()
+                    ),
+                    true,
+                ))
+            }
             (_, false) => None,
         };
         let (why, timed_out) = failed?;
         self.in_flight.remove(app.key);
+        self.failed.insert(key.clone(), app.generation.max(written));
         self.failures += 1;
         Some(Step::Failed {
             key,
@@ -231,12 +273,47 @@ impl Wave {
                 new_revision: false,
                 ..
             }
-            | Written::Unreachable => {}
+            | Written::Skipped => {}
+            Written::Unreachable => {
+                self.unreachable(now);
+            }
             Written::Unfixable => {
                 self.unfixable.insert(key.clone(), stored);
             }
             Written::Refused => self.failures += 1,
         }
+    }
+
+    /// The API server could not be reached at `now`: hold the wave until it answers. Returns
+    /// whether this begins an outage.
+    pub fn unreachable(&mut self, now: Duration) -> bool {
+        let begins = self.down_since.is_none();
+        self.down_since.get_or_insert(now);
+        begins
+    }
+
+    /// A probe ended at `now`: the API server `answered`, or not. Returns whether this ends an
+    /// outage: then the clocks of the apps in flight go on where they stopped, and the next
+    /// start waits an interval.
+    pub fn probed(&mut self, answered: bool, now: Duration) -> bool {
+        self.probing = false;
+        let Some(since) = self.down_since.filter(|_| answered) else {
+            return false;
+        };
+        // What each app's clock had counted when the outage began; one taken in flight
+        // during it had counted nothing.
+        for (started, _) in self.in_flight.values_mut() {
+            let counted = since.saturating_sub(*started);
+            *started = now.saturating_sub(counted);
+        }
+        self.down_since = None;
+        self.paced_from = Some(now);
+        true
+    }
+
+    /// Whether the wave holds because the API server cannot be reached.
+    pub fn unreachable_now(&self) -> bool {
+        self.down_since.is_some()
     }
 
     /// The policy changed: a paused wave resumes, and every app may be tried again.
@@ -247,11 +324,12 @@ impl Wave {
     }
 
     /// This replica stopped leading: forget what it was doing (the next leader starts from
-    /// what the cluster says).
+    /// what the cluster says), and the probe under way with it. An outage outlasts it.
     pub fn reset(&mut self) {
         *self = Self {
             paused: self.paused,
             failures: self.failures,
+            down_since: self.down_since,
             ..Self::default()
         };
     }

@@ -94,6 +94,12 @@ fn all() -> Settings {
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 
+/// A write that changed the template, stored as generation 2.
+const NEW_REVISION: Written = Written::Yes {
+    new_revision: true,
+    generation: 2,
+};
+
 #[test]
 fn only_apps_it_may_fix_are_started() {
     use Reason::*;
@@ -169,15 +175,7 @@ fn starts_wait_for_room_and_the_interval() {
         [Step::Start(key("a"))]
     );
     assert_eq!(wave.step(&settings, view(&apps), S(1)), [], "still writing");
-    wave.written(
-        &key("a"),
-        stored("app:1"),
-        &Written::Yes {
-            new_revision: true,
-            generation: 2,
-        },
-        S(1),
-    );
+    wave.written(&key("a"), stored("app:1"), &NEW_REVISION, S(1));
     apps[0].drift = drift(&[]);
     apps[0].readmitted = true;
     apps[0].settled = false;
@@ -224,15 +222,7 @@ fn failures_in_a_row_pause_the_wave_until_the_policy_changes() {
     let mut seen = wave.step(&settings, view(&apps), S(0));
     for (i, name) in ["a", "b", "c"].iter().enumerate() {
         assert_eq!(seen.last(), Some(&Step::Start(key(name))), "{seen:?}");
-        wave.written(
-            &key(name),
-            stored("app:1"),
-            &Written::Yes {
-                new_revision: true,
-                generation: 2,
-            },
-            S(i as u64),
-        );
+        wave.written(&key(name), stored("app:1"), &NEW_REVISION, S(i as u64));
         // Written through admission: converged, but its new Revision fails.
         apps[i].drift = drift(&[]);
         apps[i].readmitted = true;
@@ -260,15 +250,9 @@ fn a_revision_not_ready_in_time_is_a_failure() {
     let settings = all();
     let mut wave = Wave::default();
     wave.step(&settings, view(&apps), S(0));
-    wave.written(
-        &key("a"),
-        stored("app:1"),
-        &Written::Yes {
-            new_revision: true,
-            generation: 2,
-        },
-        S(0),
-    );
+    wave.written(&key("a"), stored("app:1"), &NEW_REVISION, S(0));
+    apps[0].drift = drift(&[]);
+    apps[0].readmitted = true;
     apps[0].settled = false;
     assert_eq!(wave.step(&settings, view(&apps), S(300)), []);
     let steps = wave.step(&settings, view(&apps), S(301));
@@ -276,6 +260,11 @@ fn a_revision_not_ready_in_time_is_a_failure() {
         matches!(&steps[..], [Step::Failed { timed_out: true, why, .. }] if why.contains("300s")),
         "{steps:?}"
     );
+    // Still unsettled, but failed once: neither in flight nor failed again.
+    assert_eq!(wave.step(&settings, view(&apps), S(302)), []);
+    assert_eq!(wave.in_flight(), 0);
+    assert_eq!(wave.step(&settings, view(&apps), S(700)), []);
+    assert_eq!(wave.failures, 1);
 }
 
 #[test]
@@ -296,7 +285,7 @@ fn an_unfixable_app_waits_for_a_change_and_refusals_count() {
         [Step::Start(key("a"))],
         "the app changed"
     );
-    wave.written(&key("a"), stored("app:2"), &Written::Unreachable, S(2));
+    wave.written(&key("a"), stored("app:2"), &Written::Skipped, S(2));
     assert_eq!(
         wave.step(&settings, view(&apps), S(3)),
         [Step::Start(key("a"))],
@@ -354,5 +343,70 @@ fn a_written_app_settles_only_once_the_cache_shows_the_write() {
     assert_eq!(
         wave.step(&settings, view(&apps), S(3)),
         [Step::Converged(key("a"))]
+    );
+}
+
+#[test]
+fn an_unreachable_api_server_holds_starts_and_clocks_until_a_probe_answers() {
+    let mut apps = vec![
+        app("a", &[Reason::StaleSidecars]),
+        app("b", &[Reason::StaleSidecars]),
+        app("c", &[Reason::StaleSidecars]),
+    ];
+    let settings = Settings {
+        max_in_flight: 2,
+        ..all()
+    };
+    let mut wave = Wave::default();
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(0)),
+        [Step::Start(key("a"))]
+    );
+    wave.written(&key("a"), stored("app:1"), &NEW_REVISION, S(0));
+    apps[0].drift = drift(&[]);
+    apps[0].readmitted = true;
+    apps[0].settled = false;
+    // A watch fails 5 s into a's rollout: b is due at 10 s, but nothing starts; the wave asks
+    // whether the API server answers, once an interval.
+    assert!(wave.unreachable(S(5)));
+    assert!(!wave.unreachable(S(6)), "one outage");
+    assert_eq!(wave.step(&settings, view(&apps), S(10)), [Step::Probe]);
+    assert_eq!(wave.step(&settings, view(&apps), S(15)), [], "probing");
+    assert!(!wave.probed(false, S(16)));
+    assert_eq!(wave.step(&settings, view(&apps), S(19)), [], "an interval");
+    // Long past a's ready timeout: the cache cannot show it settle, so it does not count.
+    assert_eq!(wave.step(&settings, view(&apps), S(400)), [Step::Probe]);
+    assert_eq!(wave.state_of(&key("a")), Some("waiting-for-ready"));
+    assert_eq!(wave.in_flight(), 1);
+    assert!(wave.probed(true, S(401)), "the outage ends");
+    assert!(!wave.unreachable_now());
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(405)),
+        [],
+        "an interval after the answer"
+    );
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(411)),
+        [Step::Start(key("b"))]
+    );
+    // a's clock goes on where it stopped: 5 s counted before the outage.
+    assert_eq!(wave.step(&settings, view(&apps), S(696)), []);
+    let steps = wave.step(&settings, view(&apps), S(697));
+    assert!(
+        matches!(&steps[..], [Step::Failed { key: k, timed_out: true, .. }, Step::Start(c)] if *k == key("a") && *c == key("c")),
+        "{steps:?}"
+    );
+    // A write that cannot reach the API server holds the wave too, and b is not retried
+    // until it answers.
+    wave.written(&key("b"), stored("app:1"), &Written::Unreachable, S(698));
+    assert!(wave.unreachable_now());
+    assert_eq!(wave.step(&settings, view(&apps), S(710)), [Step::Probe]);
+    wave.reset();
+    assert!(wave.unreachable_now(), "an outage outlasts leadership");
+    assert_eq!(wave.step(&settings, view(&apps), S(711)), [Step::Probe]);
+    assert!(wave.probed(true, S(712)));
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(722)),
+        [Step::Start(key("b"))]
     );
 }

@@ -1,5 +1,6 @@
 //! One re-admission write, off the loop: a server dry run judged by the drift report, then
-//! the write, both an annotation bump on the object the wave decided on. Never decides whom to
+//! the write, both an annotation bump on the object the wave decided on; and the probe that asks
+//! an API server that could not be reached whether it answers again. Never decides whom to
 //! write (the wave does) and never retries across the wave's interval by itself.
 
 use std::sync::Arc;
@@ -30,7 +31,7 @@ pub(super) async fn readmit(
     ksvc: Arc<KService>,
     policy: Arc<Policy>,
     new_revision: bool,
-) -> Option<Outcome> {
+) -> Outcome {
     let api = Api::namespaced_with(
         writer.client.clone(),
         &key.namespace,
@@ -66,11 +67,11 @@ pub(super) async fn readmit(
     let dry = call::update_raw_with(&api, &key.name, timeout, backoff, true, bump).await;
     match judged(dry, &policy) {
         Judged::Converges => {}
-        Judged::Drifts(detail) => return Some(outcome(Written::Unfixable, detail)),
-        Judged::Failed(written, detail) => return Some(outcome(written, detail)),
+        Judged::Drifts(detail) => return outcome(Written::Unfixable, detail),
+        Judged::Failed(written, detail) => return outcome(written, detail),
     }
     let wrote = call::update_raw(&api, &key.name, timeout, backoff, bump).await;
-    let result = match wrote {
+    match wrote {
         Ok(Updated::Written(stored)) => {
             let generation = stored
                 .pointer("/metadata/generation")
@@ -81,14 +82,23 @@ pub(super) async fn readmit(
             };
             outcome(written, String::new())
         }
-        Ok(Updated::NotFound) => outcome(Written::Unreachable, GONE.into()),
-        Ok(Updated::Unchanged) => outcome(Written::Unreachable, CHANGED.into()),
+        Ok(Updated::NotFound) => outcome(Written::Skipped, GONE.into()),
+        Ok(Updated::Unchanged) => outcome(Written::Skipped, CHANGED.into()),
         Err(error) => {
             let (written, detail) = failure(&error);
             outcome(written, detail)
         }
-    };
-    Some(result)
+    }
+}
+
+/// Whether the API server answers: its version (`/version`, which every authenticated client
+/// may read, so no RBAC), one call bounded by the writer's timeout.
+pub(super) async fn probe(writer: &Writer) -> Result<(), String> {
+    let version = writer.client.apiserver_version();
+    match call::timed("the API server's version", writer.timeout, version).await {
+        Ok(_) => Ok(()),
+        Err(error) => Err(error_chain(&error)),
+    }
 }
 
 const GONE: &str = "the KService is gone";
@@ -106,8 +116,8 @@ enum Judged {
 fn judged(dry: call::Result<Updated>, policy: &Policy) -> Judged {
     let after = match dry {
         Ok(Updated::Written(after)) => after,
-        Ok(Updated::NotFound) => return Judged::Failed(Written::Unreachable, GONE.into()),
-        Ok(Updated::Unchanged) => return Judged::Failed(Written::Unreachable, CHANGED.into()),
+        Ok(Updated::NotFound) => return Judged::Failed(Written::Skipped, GONE.into()),
+        Ok(Updated::Unchanged) => return Judged::Failed(Written::Skipped, CHANGED.into()),
         Err(error) => {
             let (written, detail) = failure(&error);
             return Judged::Failed(written, detail);
@@ -128,17 +138,16 @@ fn judged(dry: call::Result<Updated>, policy: &Policy) -> Judged {
 }
 
 /// A write that failed: refused by admission or the API server (it answered no), or it could
-/// not be asked (no answer, a server error, throttling).
+/// not be asked (no answer, a server error, throttling), or another writer kept changing the
+/// KService (the wave looks again).
 fn failure(error: &call::Error) -> (Written, String) {
-    let refused = match error {
-        call::Error::Api { source, .. } => {
-            call::status_code(source).is_some_and(|code| (400..500).contains(&code) && code != 429)
-        }
-        _ => false,
-    };
-    let written = match refused {
-        true => Written::Refused,
-        false => Written::Unreachable,
+    let written = match error {
+        call::Error::Api { source, .. } => match call::status_code(source) {
+            Some(code) if (400..500).contains(&code) && code != 429 => Written::Refused,
+            _ => Written::Unreachable,
+        },
+        call::Error::Timeout { .. } => Written::Unreachable,
+        call::Error::Conflicts { .. } | call::Error::Encode { .. } => Written::Skipped,
     };
     (written, error_chain(error))
 }

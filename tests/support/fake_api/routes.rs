@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::{Change, FakeApi, Request, admit};
+use super::{Change, FakeApi, Fault, Request, admit};
 
 pub(super) struct Path {
     resource: String,
@@ -85,6 +85,9 @@ pub(super) async fn handle(
     body: Bytes,
 ) -> Response {
     if uri.path() == "/version" {
+        if fake.is_unreachable() {
+            return Fault::Drop.answer().await;
+        }
         return axum::Json(json!({"major": "1", "minor": "35", "gitVersion": "v1.35.0-fake"}))
             .into_response();
     }
@@ -110,6 +113,9 @@ pub(super) async fn handle(
         body: body.clone(),
         at: std::time::Instant::now(),
     });
+    if fake.is_unreachable() {
+        return Fault::Drop.answer().await;
+    }
     let (ns, name) = (path.namespace.as_deref(), path.name.as_deref());
     if let Some(hook) = fake.take_hook(&method, &path.resource, name, &query) {
         hook(&fake);
