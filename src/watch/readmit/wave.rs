@@ -7,7 +7,8 @@
 //! unfixable for what it is now, and fewer than `max_in_flight` re-admitted apps are unsettled and
 //! `interval` has passed since the last start. An unsettled app that carries the re-admission
 //! annotation is counted in flight even if another leader wrote it, so pacing survives a leader
-//! change; one that failed here is not counted (nor failed) again until it changes. `max_failures` failures in a row pause the wave until the policy changes.
+//! change; one that failed here is not counted (nor failed) again until it changes.
+//! `max_failures` failures in a row pause the wave until the policy changes.
 //!
 //! An API server that cannot be reached (a watch or a call of the wave's failed) holds the wave:
 //! nothing starts, and the clocks of the apps in flight stop, since the cache can no longer show
