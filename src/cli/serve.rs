@@ -50,17 +50,27 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let mode = CertMode::of(&args, in_cluster);
     args.certs.self_managed_certs = Some(mode == CertMode::SelfManaged);
     apps::auth::announce(&args.status_api, mode.describe());
+    if let Some(endpoint) = &args.otlp_endpoint {
+        tracing::info!(
+            endpoint = ?endpoint,
+            queue_spans = super::otlp::QUEUE_SPANS,
+            "exporting one span per admission review over OTLP/HTTP"
+        );
+    }
     let policy = args
         .policy
         .startup_policy()
         .context("invalid admission policy flags")?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let served = serve(args, policy, spans.is_some()).await;
         if let Some(provider) = spans {
             super::otlp::shutdown(provider).await;
         }
         served
-    })
+    });
+    // Before the log writer: what the runtime's tasks say as they end is still written.
+    drop(runtime);
+    served
 }
 
 /// The async runtime: `workers` threads, by default one per CPU this process may use. One
