@@ -15,10 +15,13 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::filter::{FilterExt as _, LevelFilter, Targets};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::{SubscriberInitExt as _, TryInitError};
 use tracing_subscriber::{EnvFilter, Layer, Registry};
+
+use crate::server::trace::SPAN_TARGET;
 
 /// How log lines are written (`serve --log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -174,11 +177,17 @@ where
         // The filter for everything, as `tracing_subscriber::fmt()` installs it: a callsite it
         // turns off costs nothing, and no OpenTelemetry layer is there.
         None => registry.with(lines).with(filter).try_init(),
-        // The filter for the log lines only: `RUST_LOG` never turns the spans off.
-        Some(provider) => registry
-            .with(lines.with_filter(filter))
-            .with(super::otlp::layer(provider))
-            .try_init(),
+        // The filter for the log lines only: `RUST_LOG` never turns the spans off. The review
+        // spans are the exporter's alone: the log lines would format their fields for nothing.
+        Some(provider) => {
+            let not_spans = Targets::new()
+                .with_default(LevelFilter::TRACE)
+                .with_target(SPAN_TARGET, LevelFilter::OFF);
+            registry
+                .with(lines.with_filter(filter.and(not_spans)))
+                .with(super::otlp::layer(provider))
+                .try_init()
+        }
     }
 }
 
