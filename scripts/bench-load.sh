@@ -8,6 +8,7 @@
 #
 # Knobs (env): DURATION (per run, default 10s), PORT (default 18443), SERVER_CPU (0),
 # LOAD_CPU (1), CONCURRENCY ("1 16 64"), SKIP_BUILD=1 to use the existing release binary,
+# BIN (the binary, default ./target/release/ksvc-webhook: another build, to compare side by side),
 # SERVER_ARGS (extra `serve` flags), SERVER_ENV (extra env of the server, e.g.
 # "MIMALLOC_ARENA_EAGER_COMMIT=0"), RUST_LOG (server log level, default info), OTLP=1 to export
 # one span per review (`--otlp-endpoint`) to scripts/otlp-sink.py on OTLP_PORT (default 14318),
@@ -21,7 +22,7 @@ PORT=${PORT:-18443}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 CONCURRENCY=${CONCURRENCY:-"1 16 64"}
-BIN=./target/release/ksvc-webhook
+BIN=${BIN:-./target/release/ksvc-webhook}
 
 command -v oha >/dev/null || { echo "oha missing: cargo install oha --locked" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 missing (used to build fixtures and read results)" >&2; exit 1; }
