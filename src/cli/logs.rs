@@ -164,6 +164,7 @@ pub fn init(format: LogFormat, spans: Option<&SdkTracerProvider>) -> Guard {
     guard
 }
 
+/// Install `lines` under `filter`, beside the exporter's layer when there are `spans`.
 fn install<L>(
     lines: L,
     filter: EnvFilter,

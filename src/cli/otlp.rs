@@ -45,6 +45,10 @@ pub fn parse_endpoint(text: &str) -> Result<String, String> {
         .parse()
         .map_err(|e| format!("not a URL ({e}); expected e.g. http://otel-collector:4318"))?;
     match (uri.scheme_str(), uri.host()) {
+        _ if uri.path().ends_with("/v1/traces") => Err(
+            "give the collector's base URL: /v1/traces is added, e.g. http://otel-collector:4318"
+                .to_owned(),
+        ),
         (Some("http"), Some(_)) if uri.query().is_none() => Ok(base.to_owned()),
         (Some("https"), _) => Err("https is not supported: the exporter speaks plain HTTP; \
              point it at the collector's OTLP/HTTP port in the cluster (e.g. \
@@ -170,6 +174,7 @@ mod tests {
             "/v1/traces",
             "http://",
             "http://c:4318/?x=1",
+            "http://c:4318/v1/traces",
             "",
         ] {
             assert!(parse_endpoint(bad).is_err(), "{bad}");

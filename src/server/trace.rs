@@ -19,6 +19,10 @@ use crate::admission::Summary;
 /// The `tracing` target of the review spans: the one target the OpenTelemetry layer exports.
 pub const SPAN_TARGET: &str = "ksvc_webhook::review";
 
+/// The most bytes of a string attribute: a review's strings come from its sender, and a span
+/// outlives the request in the exporter's queue. Kubernetes names fit (253 bytes at most).
+pub const MAX_ATTRIBUTE_BYTES: usize = 256;
+
 /// The ids of a `traceparent` header: `00-<trace-id>-<parent-id>-<flags>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceContext<'a> {
@@ -103,25 +107,35 @@ pub fn review_span(route: &'static str, parent: Option<TraceContext>) -> Span {
 }
 
 /// Record what was decided on `span`. The values are typed attributes, not log text: strings
-/// go as they are (the exporter's protobuf delimits them). Free when the span is disabled.
+/// go as they are (the exporter's protobuf delimits them), cut to [`MAX_ATTRIBUTE_BYTES`]. Free
+/// when the span is disabled.
 pub fn record_decision(span: &Span, summary: &Summary) {
     if span.is_disabled() {
         return;
     }
-    span.record("admission.uid", summary.uid.as_str());
-    span.record("admission.operation", summary.operation.as_str());
-    span.record("admission.kind", summary.kind.as_str());
-    span.record("admission.namespace", summary.namespace.as_str());
-    span.record("admission.name", summary.name.as_str());
+    span.record("admission.uid", bounded(&summary.uid));
+    span.record("admission.operation", bounded(&summary.operation));
+    span.record("admission.kind", bounded(&summary.kind));
+    span.record("admission.namespace", bounded(&summary.namespace));
+    span.record("admission.name", bounded(&summary.name));
     span.record("admission.dry_run", summary.dry_run);
     span.record("admission.allowed", summary.allowed);
     if !summary.rejected_rules.is_empty() {
         let rules = summary.rejected_rules.join(",");
-        span.record("admission.rejected_rules", rules.as_str());
+        span.record("admission.rejected_rules", bounded(&rules));
     }
     if summary.failure.is_some() {
         span.record("otel.status_code", "error");
     }
+}
+
+/// `text` cut to at most [`MAX_ATTRIBUTE_BYTES`], at a character boundary.
+fn bounded(text: &str) -> &str {
+    let mut end = text.len().min(MAX_ATTRIBUTE_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// Record the HTTP status of the answer on `span`; a 5xx marks the span as failed.
@@ -138,6 +152,14 @@ pub fn record_status(span: &Span, status: StatusCode) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attributes_are_cut_at_a_character_boundary() {
+        let name = "a".repeat(MAX_ATTRIBUTE_BYTES - 1) + "é";
+        assert_eq!(bounded(&name), &name[..MAX_ATTRIBUTE_BYTES - 1]);
+        assert_eq!(bounded("myapp"), "myapp");
+        assert_eq!(bounded(&"x".repeat(100_000)).len(), MAX_ATTRIBUTE_BYTES);
+    }
 
     #[test]
     fn traceparent_values_as_the_specification_reads_them() {

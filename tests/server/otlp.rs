@@ -16,7 +16,7 @@ use axum::routing::post;
 use hyper::StatusCode;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value::Value};
-use opentelemetry_proto::tonic::trace::v1::Span;
+use opentelemetry_proto::tonic::trace::v1::{Span, span::SpanKind};
 use prost::Message;
 
 use super::cli::{BIN, certs};
@@ -171,6 +171,9 @@ async fn each_review_is_one_span_a_child_of_the_api_servers_span() {
     ))
     .unwrap();
     assert!(!review(&mut conn, invalid, None).await);
+    // A uid no API server sends: the span keeps its first 256 bytes.
+    let huge = "u".repeat(100_000);
+    assert!(review(&mut conn, harness::review(&huge, 0), None).await);
     // The API server did not sample this one: neither does the webhook.
     let unsampled = Some(format!("00-{UNSAMPLED_TRACE}-{PARENT}-00"));
     assert!(review(&mut conn, harness::review("otlp-3", 0), unsampled).await);
@@ -179,12 +182,15 @@ async fn each_review_is_one_span_a_child_of_the_api_servers_span() {
     served.interrupt().await;
 
     let received = received.lock().unwrap();
-    assert_eq!(received.len(), 2, "{received:#?}");
-    let uid = |s: &Span| attr(&s.attributes, "admission.uid");
-    let (resource, child) = received
-        .iter()
-        .find(|(_, s)| uid(s).is_some_and(|u| u == "otlp-1"))
-        .unwrap();
+    assert_eq!(received.len(), 3, "{received:#?}");
+    let by_uid = |want: &str| {
+        let uid = |s: &Span| attr(&s.attributes, "admission.uid");
+        let found = received
+            .iter()
+            .find(|(_, s)| uid(s).as_deref() == Some(want));
+        found.unwrap_or_else(|| panic!("no span of uid {want}: {received:#?}"))
+    };
+    let (resource, child) = by_uid("otlp-1");
     assert_eq!(
         attr(resource, "service.name").as_deref(),
         Some("ksvc-webhook")
@@ -196,6 +202,7 @@ async fn each_review_is_one_span_a_child_of_the_api_servers_span() {
     assert_eq!(hex::encode(&child.trace_id), TRACE);
     assert_eq!(hex::encode(&child.parent_span_id), PARENT);
     assert_eq!(child.name, "admission.review");
+    assert_eq!(child.kind, SpanKind::Server as i32);
     let want = [
         ("admission.uid", "otlp-1"),
         ("admission.operation", "CREATE"),
@@ -215,10 +222,9 @@ async fn each_review_is_one_span_a_child_of_the_api_servers_span() {
     }
     assert_eq!(attr(&child.attributes, "admission.rejected_rules"), None);
 
-    let (_, root) = received
-        .iter()
-        .find(|(_, s)| s.span_id != child.span_id)
-        .unwrap();
+    // Cut to 256 bytes: the uid the span carries.
+    by_uid(&huge[..256]);
+    let (_, root) = by_uid("c4e5f6a7-8b9c-4d0e-a1f2-3b4c5d6e7f03");
     assert!(root.parent_span_id.is_empty(), "{root:?}");
     assert_ne!(hex::encode(&root.trace_id), TRACE);
     assert_eq!(
