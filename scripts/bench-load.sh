@@ -8,8 +8,12 @@
 #
 # Knobs (env): DURATION (per run, default 10s), PORT (default 18443), SERVER_CPU (0),
 # LOAD_CPU (1), CONCURRENCY ("1 16 64"), SKIP_BUILD=1 to use the existing release binary,
+# BIN (the binary, default ./target/release/ksvc-webhook: another build, to compare side by side),
 # SERVER_ARGS (extra `serve` flags), SERVER_ENV (extra env of the server, e.g.
-# "MIMALLOC_ARENA_EAGER_COMMIT=0"), RUST_LOG (server log level, default info).
+# "MIMALLOC_ARENA_EAGER_COMMIT=0"), RUST_LOG (server log level, default info), OTLP=1 to export
+# one span per review (`--otlp-endpoint`) to scripts/otlp-sink.py on OTLP_PORT (default 14318),
+# pinned with oha to LOAD_CPU; the sink's counts and the server's export warnings are printed
+# at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +22,7 @@ PORT=${PORT:-18443}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 CONCURRENCY=${CONCURRENCY:-"1 16 64"}
-BIN=./target/release/ksvc-webhook
+BIN=${BIN:-./target/release/ksvc-webhook}
 
 command -v oha >/dev/null || { echo "oha missing: cargo install oha --locked" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 missing (used to build fixtures and read results)" >&2; exit 1; }
@@ -26,8 +30,10 @@ command -v python3 >/dev/null || { echo "python3 missing (used to build fixtures
 
 WORK=$(mktemp -d)
 SERVER_PID=
+SINK_PID=
 cleanup() {
   [[ -n $SERVER_PID ]] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+  [[ -n $SINK_PID ]] && kill "$SINK_PID" 2>/dev/null && wait "$SINK_PID" 2>/dev/null
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -70,6 +76,17 @@ for name, size in (("2k", 2048), ("200k", 200 * 1024)):
     with open(f"{work}/review-{name}.json", "w") as f:
         f.write(review(size))
 PY
+
+if [[ ${OTLP:-0} == 1 ]]; then
+  OTLP_PORT=${OTLP_PORT:-14318}
+  taskset -c "$LOAD_CPU" python3 scripts/otlp-sink.py "$OTLP_PORT" >"$WORK/sink.log" 2>&1 &
+  SINK_PID=$!
+  for _ in $(seq 50); do
+    curl -sf -X POST "http://127.0.0.1:$OTLP_PORT/v1/traces" -o /dev/null && break
+    sleep 0.1
+  done
+  SERVER_ARGS="${SERVER_ARGS:-} --otlp-endpoint http://127.0.0.1:$OTLP_PORT"
+fi
 
 # No cluster here: certificates from files, no watch loop (its cache would never sync, and
 # /readyz waits for it). Memory as the Deployment runs it (mimalloc commits on demand). Every
@@ -120,7 +137,8 @@ PY
 }
 
 echo "server CPU $SERVER_CPU, oha CPU $LOAD_CPU, $DURATION per run, $(nproc) CPUs, $(oha --version)," \
-  "server env: ${SERVER_ENV:-none}, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  "server env: ${SERVER_ENV:-none}, args: ${SERVER_ARGS:-none}," \
+  "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 run warmup 2k 16 >/dev/null
 for fixture in 2k 200k; do
   for conc in $CONCURRENCY; do
@@ -129,3 +147,12 @@ for fixture in 2k 200k; do
 done
 run new-conn 2k 16 --disable-keepalive
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ -n $SINK_PID ]]; then
+  # A Ctrl-C skips the drain; the server exports what is queued before it exits.
+  kill -INT "$SERVER_PID" && wait "$SERVER_PID" || true
+  SERVER_PID=
+  kill "$SINK_PID" && wait "$SINK_PID" || true
+  SINK_PID=
+  cat "$WORK/sink.log"
+  grep -E "dropped|not all exported|ExportError" "$WORK/server.log" | cut -c1-300 || echo "no span dropped or lost"
+fi

@@ -28,6 +28,8 @@ pub struct Reviewed {
 pub struct Summary {
     pub uid: String,
     pub operation: String,
+    /// The kind of the object under review (`Service`, `Revision`), empty when not given.
+    pub kind: String,
     pub namespace: String,
     pub name: String,
     pub dry_run: bool,
@@ -46,6 +48,11 @@ impl Summary {
         Self {
             uid: request.uid.clone(),
             operation: request.operation.clone(),
+            kind: request
+                .kind
+                .as_ref()
+                .map(|k| k.kind.clone())
+                .unwrap_or_default(),
             namespace: request.namespace.clone().unwrap_or_default(),
             name: request.name.clone().unwrap_or_default(),
             dry_run: request.dry_run.unwrap_or(false),

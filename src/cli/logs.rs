@@ -1,4 +1,5 @@
-//! Log output for `serve`: tracing lines go to stdout in batches written by a background thread.
+//! Log output for `serve`: tracing lines go to stdout in batches written by a background thread;
+//! with `--otlp-endpoint`, the review spans go to [`super::otlp`]'s layer beside them.
 //!
 //! The server logs one line per admission decision. Written directly, each line is a `write`
 //! syscall on the request path (and a wake-up of the container runtime reading the pipe); here a
@@ -13,7 +14,14 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::filter::{FilterExt as _, LevelFilter, Targets};
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::{SubscriberInitExt as _, TryInitError};
+use tracing_subscriber::{EnvFilter, Layer, Registry};
+
+use crate::server::trace::SPAN_TARGET;
 
 /// How log lines are written (`serve --log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -138,22 +146,50 @@ impl Drop for Guard {
 pub const DEFAULT_FILTER: &str = "info,kube_client::client::builder=off";
 
 /// Install the global subscriber (`RUST_LOG` filter, default [`DEFAULT_FILTER`]) writing through a batched
-/// stdout; keep the guard alive until the end of `serve`.
-pub fn init(format: LogFormat) -> Guard {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_FILTER));
+/// stdout, and with `spans` the OpenTelemetry layer exporting the review spans; keep the guard
+/// alive until the end of `serve`.
+pub fn init(format: LogFormat, spans: Option<&SdkTracerProvider>) -> Guard {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let (writer, guard) = batched(std::io::stdout());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let lines = tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
         .with_writer(writer);
     // A second init (tests calling `run` twice) keeps the first subscriber.
     let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Plain => builder.try_init(),
+        LogFormat::Json => install(lines.json().flatten_event(true), filter, spans),
+        LogFormat::Plain => install(lines, filter, spans),
     };
     guard
+}
+
+/// Install `lines` under `filter`, beside the exporter's layer when there are `spans`.
+fn install<L>(
+    lines: L,
+    filter: EnvFilter,
+    spans: Option<&SdkTracerProvider>,
+) -> Result<(), TryInitError>
+where
+    L: Layer<Registry> + Send + Sync + 'static,
+{
+    let registry = tracing_subscriber::registry();
+    match spans {
+        // The filter for everything, as `tracing_subscriber::fmt()` installs it: a callsite it
+        // turns off costs nothing, and no OpenTelemetry layer is there.
+        None => registry.with(lines).with(filter).try_init(),
+        // The filter for the log lines only: `RUST_LOG` never turns the spans off. The review
+        // spans are the exporter's alone: the log lines would format their fields for nothing.
+        Some(provider) => {
+            let not_spans = Targets::new()
+                .with_default(LevelFilter::TRACE)
+                .with_target(SPAN_TARGET, LevelFilter::OFF);
+            registry
+                .with(lines.with_filter(filter.and(not_spans)))
+                .with(super::otlp::layer(provider))
+                .try_init()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod jsonpath;
 mod logs;
 pub mod manifests;
 pub mod offline;
+mod otlp;
 pub mod policy;
 pub mod serve;
 

@@ -30,8 +30,14 @@ use crate::{certmgr, watch};
 
 /// Run the admission server until SIGTERM or SIGINT.
 pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
+    let runtime = runtime(args.workers)?;
+    let spans = args
+        .otlp_endpoint
+        .as_deref()
+        .map(|endpoint| super::otlp::provider(endpoint, runtime.handle().clone()))
+        .transpose()?;
     // Dropped last: the remaining log lines are written after the server has stopped.
-    let _logs = super::logs::init(args.log_format);
+    let _logs = super::logs::init(args.log_format, spans.as_ref());
     // A kubeconfig named but missing is a mistake to say now, not a cluster to retry forever.
     if let Some(path) = args.client.kubeconfig.as_ref().filter(|p| !p.exists()) {
         return Err(crate::cluster::errors::Error::NoKubeconfig {
@@ -44,12 +50,37 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let mode = CertMode::of(&args, in_cluster);
     args.certs.self_managed_certs = Some(mode == CertMode::SelfManaged);
     apps::auth::announce(&args.status_api, mode.describe());
-    let workers = match args.workers {
+    if let Some(endpoint) = &args.otlp_endpoint {
+        tracing::info!(
+            endpoint = ?endpoint,
+            queue_spans = super::otlp::QUEUE_SPANS,
+            "exporting one span per admission review over OTLP/HTTP"
+        );
+    }
+    let policy = args
+        .policy
+        .startup_policy()
+        .context("invalid admission policy flags")?;
+    let served = runtime.block_on(async {
+        let served = serve(args, policy, spans.is_some()).await;
+        if let Some(provider) = spans {
+            super::otlp::shutdown(provider).await;
+        }
+        served
+    });
+    // Before the log writer: what the runtime's tasks say as they end is still written.
+    drop(runtime);
+    served
+}
+
+/// The async runtime: `workers` threads, by default one per CPU this process may use. One
+/// worker runs the current-thread scheduler, which does the same work without cross-thread
+/// wake-ups and work-stealing queues.
+fn runtime(workers: Option<NonZeroUsize>) -> anyhow::Result<tokio::runtime::Runtime> {
+    let workers = match workers {
         Some(n) => n.get(),
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    // One worker: the current-thread scheduler does the same work without cross-thread
-    // wake-ups and work-stealing queues.
     let mut builder = match workers {
         1 => tokio::runtime::Builder::new_current_thread(),
         n => {
@@ -58,15 +89,10 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
             builder
         }
     };
-    let runtime = builder
+    builder
         .enable_all()
         .build()
-        .context("cannot start the async runtime")?;
-    let policy = args
-        .policy
-        .startup_policy()
-        .context("invalid admission policy flags")?;
-    runtime.block_on(serve(args, policy))
+        .context("cannot start the async runtime")
 }
 
 /// The server options the flags describe.
@@ -103,9 +129,12 @@ pub fn options(args: &ServeArgs) -> server::Options {
     }
 }
 
-async fn serve(args: ServeArgs, policy: Policy) -> anyhow::Result<()> {
+async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::Result<()> {
     let options = options(&args);
     let mut server = Server::new(options.clone(), policy);
+    if review_spans {
+        server.review_spans();
+    }
     let reload_catalogue = args.policy.sidecars.clone().map(|path| {
         let reloader = CatalogueReloader::new(path, server.policy(), server.registry_mut());
         tokio::spawn(reloader.run(options.cert_reload_interval))
@@ -301,6 +330,12 @@ pub struct ServeArgs {
     /// Log line format.
     #[arg(long, env = "KSVC_WEBHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,
+    /// OTLP/HTTP collector base URL, e.g. http://otel-collector.observability:4318 (plain HTTP;
+    /// spans go to /v1/traces under it). Exports one span per review on /mutate and
+    /// /validate-revision-delete, a child of kube-apiserver's span when it sends a
+    /// `traceparent` (off when unset).
+    #[arg(long, env = "KSVC_WEBHOOK_OTLP_ENDPOINT", value_name = "URL", value_parser = super::otlp::parse_endpoint)]
+    pub otlp_endpoint: Option<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
     #[command(flatten)]

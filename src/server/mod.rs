@@ -14,6 +14,8 @@
 //! - [`Server::guard_metrics`]: an access check `/metrics` requests pass first.
 //! - [`Server::revision_owners`]: the watch cache's view of a revision's Service, for the
 //!   revision guard (without it every owner is unknown).
+//! - [`Server::review_spans`]: one `tracing` span per review ([`trace`]), for the OpenTelemetry
+//!   layer of `--otlp-endpoint` (without it a review makes no span).
 
 mod body;
 pub mod budget;
@@ -124,6 +126,7 @@ pub struct Server {
     extra_routes: Router,
     metrics_guard: Option<Arc<dyn routes::Guard>>,
     revision_owners: Option<OwnerView>,
+    review_spans: bool,
 }
 
 impl Server {
@@ -141,6 +144,7 @@ impl Server {
             extra_routes: Router::new(),
             metrics_guard: None,
             revision_owners: None,
+            review_spans: false,
         }
     }
 
@@ -178,7 +182,12 @@ impl Server {
         self.revision_owners = Some(view);
     }
 
-    /// Load the certificates and bind the listeners.
+    /// Make one span per review ([`trace::review_span`]), for the OpenTelemetry layer that
+    /// exports them.
+    pub fn review_spans(&mut self) {
+        self.review_spans = true;
+    }
+
     /// Check the limits, load the certificates and bind the listeners.
     pub async fn bind(self) -> Result<Bound> {
         let limits = &self.options.limits;
@@ -210,6 +219,7 @@ impl Server {
             budget,
             request_timeout: limits.request_timeout,
             stopping: shutdown.stopping(),
+            review_spans: self.review_spans,
         };
         let serving = |router, tls, name| listen::Serving {
             router,

@@ -24,7 +24,7 @@ use super::budget::BodyBudget;
 use super::metrics::{Exposition, Metrics, Outcome};
 use super::readiness::{Readiness, Status};
 use super::shutdown::Stopping;
-use super::trace::TraceContext;
+use super::trace::{self, TraceContext};
 use crate::admission::guard::{self, Owner, OwnerView};
 use crate::admission::{self, Policy};
 
@@ -52,6 +52,9 @@ pub struct AppState {
     /// Resolves once the server stops accepting; handed to every request of the TLS router as
     /// an extension, so that long-lived answers (`/apps/watch`) end then.
     pub stopping: Stopping,
+    /// Make one span per review for the OpenTelemetry layer (`--otlp-endpoint`); off, a review
+    /// makes none.
+    pub review_spans: bool,
 }
 
 /// An access check of a route; `Err` is the response to send instead of the route's.
@@ -87,14 +90,14 @@ pub fn probe_router(state: impl Into<Shared>) -> Router {
 }
 
 async fn mutate(State(state): State<Shared>, request: Request) -> Response {
-    answer(&state, request, admission::review).await
+    answer(&state, "/mutate", request, admission::review).await
 }
 
 /// The revision guard ([`crate::admission::guard`]), read and answered as `/mutate` is, with the
 /// watch cache's view of the revision's Service when there is one.
 async fn validate_revision_delete(State(state): State<Shared>, request: Request) -> Response {
     let owners = state.revision_owners.clone();
-    answer(&state, request, move |body, policy| {
+    answer(&state, guard::PATH, request, move |body, policy| {
         guard::review(body, &policy.revision_guard, |lookup| {
             owners
                 .as_ref()
@@ -104,19 +107,41 @@ async fn validate_revision_delete(State(state): State<Shared>, request: Request)
     .await
 }
 
-/// Check the type, read the body by the deadline and [`decide`] with `review`.
+/// Check the type, read the body by the deadline and [`decide`] with `review`, in the review's
+/// span when spans are made.
 async fn answer(
     state: &AppState,
+    route: &'static str,
     request: Request,
     review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
 ) -> Response {
     let started = Instant::now();
-    let deadline = tokio::time::Instant::now() + state.request_timeout;
     let traceparent = request
         .headers()
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let trace = traceparent.as_deref().and_then(TraceContext::parse);
+    let span = match state.review_spans {
+        true => trace::review_span(route, trace),
+        false => tracing::Span::none(),
+    };
+    let response = read_and_decide(state, request, started, trace, &span, review).await;
+    trace::record_status(&span, response.status());
+    response
+}
+
+/// The answer to one admission request: 415, 413, 503, 408 or 400 before a decision, else
+/// [`decide`]'s.
+async fn read_and_decide(
+    state: &AppState,
+    request: Request,
+    started: Instant,
+    trace: Option<TraceContext<'_>>,
+    span: &tracing::Span,
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
+) -> Response {
+    let deadline = tokio::time::Instant::now() + state.request_timeout;
     if !is_json(request.headers().get(header::CONTENT_TYPE)) {
         state
             .metrics
@@ -128,10 +153,7 @@ async fn answer(
     }
     match body::read(request.into_body(), &state.budget, deadline).await {
         // The reservation is released once the answer is built.
-        Ok(body) => {
-            let trace = traceparent.as_deref().and_then(TraceContext::parse);
-            decide(state, &body.bytes, started, trace, review)
-        }
+        Ok(body) => decide(state, &body.bytes, started, trace, span, review),
         Err(refused) => {
             let (status, outcome) = match refused {
                 BodyError::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::TooLarge),
@@ -157,6 +179,7 @@ fn decide(
     body: &[u8],
     started: Instant,
     trace: Option<TraceContext>,
+    span: &tracing::Span,
     review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
 ) -> Response {
     let policy = state.policy.load();
@@ -171,6 +194,7 @@ fn decide(
             };
             state.metrics.observe(&s.operation, outcome, elapsed);
             state.metrics.rejected(&s.rejected_rules);
+            trace::record_decision(span, s);
             tracing::info!(
                 uid = ?s.uid, operation = ?s.operation, namespace = ?s.namespace, name = ?s.name,
                 dry_run = s.dry_run, allowed = s.allowed, patch_ops = s.patch_ops,
@@ -284,6 +308,7 @@ mod tests {
             budget: BodyBudget::new(BODY_LIMIT, 0, Default::default()),
             request_timeout: Duration::from_secs(10),
             stopping: super::super::Shutdown::new(Readiness::default()).stopping(),
+            review_spans: false,
         };
         let review = serde_json::json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",

@@ -12,6 +12,8 @@ mod lifecycle;
 #[cfg(test)]
 mod limits;
 #[cfg(test)]
+mod otlp;
+#[cfg(test)]
 mod requests;
 #[cfg(test)]
 mod watch_gate;
