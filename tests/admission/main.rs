@@ -22,6 +22,8 @@ mod sidecar_fronting;
 #[cfg(test)]
 mod sidecar_props;
 #[cfg(test)]
+mod sidecar_upgrades;
+#[cfg(test)]
 mod sidecars;
 #[cfg(test)]
 mod stop_record;
