@@ -18,7 +18,8 @@
 //! after SIGTERM is over), every stream ends with an `ERROR` event of code 503: reconnect,
 //! another replica answers.
 //!
-//! Served from this replica's cache; answers 503 until the cache has synced. Never reads apps
+//! How an event or the last `ERROR` looks on the wire is [`super::frames`]'s. Served from this
+//! replica's cache; answers 503 until the cache has synced. Never reads apps
 //! from the API; only [`super::auth`] calls it, to review tokens and access.
 
 use std::collections::BTreeSet;
@@ -37,10 +38,11 @@ use serde_json::json;
 
 use super::access::{self, Access, Attributes, Verb};
 use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer, StatusMetrics};
+use super::frames::{encode, encode_end, encode_going_away};
 use super::names::{self, BadName};
 use super::streams::{LimitHit, Maximums, StreamLimits};
 use crate::server::shutdown::Stopping;
-use crate::watch::hub::{AppKey, AppRecord, Filter, Hub, Subscription, WatchEvent};
+use crate::watch::hub::{AppKey, AppRecord, Filter, Hub, Subscription};
 
 /// Set (to `namespaces`) on a cluster-wide `/apps` answer that left out the namespaces the
 /// caller may not list.
@@ -422,46 +424,5 @@ async fn stopped(stopping: &mut Option<Stopping>) {
     match stopping {
         Some(stopping) => stopping.wait().await,
         None => std::future::pending().await,
-    }
-}
-
-/// One event as an NDJSON line or an SSE frame.
-pub fn encode(event: &WatchEvent, sse: bool) -> Bytes {
-    let data = serde_json::to_string(event).unwrap_or_else(|_| r#"{"type":"RESYNC"}"#.to_owned());
-    if sse {
-        let kind = match event {
-            WatchEvent::Created { .. } => "created",
-            WatchEvent::Updated { .. } => "updated",
-            WatchEvent::Deleted { .. } => "deleted",
-            WatchEvent::Resync => "resync",
-        };
-        Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))
-    } else {
-        Bytes::from(data + "\n")
-    }
-}
-
-/// The last frame of a stream whose caller lost access: `{"type":"ERROR","status":{…}}`.
-pub fn encode_end(refusal: &Refusal, sse: bool) -> Bytes {
-    encode_error(refusal.status(), &format!("stream ended: {refusal}"), sse)
-}
-
-/// The last frame of every stream when the server stops: an `ERROR` of code 503.
-fn encode_going_away(sse: bool) -> Bytes {
-    let message = "stream ended: the server is shutting down; reconnect to reach another replica";
-    encode_error(StatusCode::SERVICE_UNAVAILABLE, message, sse)
-}
-
-/// `{"type":"ERROR","status":{"code","reason","message"}}`, as NDJSON or an SSE `error` frame.
-fn encode_error(code: StatusCode, message: &str, sse: bool) -> Bytes {
-    let status = json!({
-        "code": code.as_u16(),
-        "reason": code.canonical_reason().unwrap_or_default(),
-        "message": message,
-    });
-    let data = json!({"type": "ERROR", "status": status}).to_string();
-    match sse {
-        true => Bytes::from(format!("event: error\ndata: {data}\n\n")),
-        false => Bytes::from(data + "\n"),
     }
 }

@@ -1,7 +1,7 @@
 //! The status API: `/apps`, `/apps/{namespace}/{name}` and `/apps/watch` over the watch loop's
 //! cache, for callers the API server vouches for.
 //!
-//! [`http`] serves the routes; [`names`] checks the names a request carries before anything
+//! [`http`] serves the routes, writing each stream's events as [`frames`] says; [`names`] checks the names a request carries before anything
 //! else; [`access`] holds the pure parts of access control (bearer headers, attributes, the
 //! namespace filter); [`streams`] counts open streams against their limits; [`auth`] asks the
 //! API server (TokenReview, SubjectAccessReview) within its caches and budgets. Reads the loop's
@@ -10,6 +10,7 @@
 pub mod access;
 pub mod args;
 pub mod auth;
+pub mod frames;
 pub mod http;
 pub mod names;
 pub mod streams;
