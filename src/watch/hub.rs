@@ -50,7 +50,7 @@ pub struct AppDrift {
     #[serde(default)]
     pub drift_new_revision: bool,
     /// What re-admission is doing with it on the leader (`writing`, `waiting-for-ready`,
-    /// `unfixable`); absent when nothing.
+    /// `unfixable`, `refused`); absent when nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readmit: Option<String>,
 }

@@ -1,7 +1,8 @@
 //! Re-admission through faults, against the in-test API with admission in its write path: a
 //! leader killed mid-wave (its real Lease election aborted with it) leaves the other replica to
 //! finish without writing an app twice; a leader whose cache is behind never writes an app
-//! again; an API server that cannot be reached holds the wave and loses nothing in flight.
+//! again; an API server that cannot be reached holds the wave and loses nothing in flight; a
+//! webhook in the chain that cannot be called refuses the writes and trips the breaker.
 
 #![allow(clippy::unwrap_used)] // a test: a failed step should panic loudly
 
@@ -12,6 +13,7 @@ use ksvc_webhook::admission::Policy;
 use ksvc_webhook::watch::readmit::args::ReadmitArgs;
 use ksvc_webhook::watch::readmit::wave::{Mode, Settings};
 use serde_json::json;
+use support::fake_api::Fault;
 use support::{FakeApi, Replica, wait_until};
 
 use super::drift::{before_the_webhook, reasons, scrape};
@@ -232,4 +234,54 @@ async fn a_leader_whose_cache_is_behind_never_writes_an_app_again() {
     })
     .await;
     assert_eq!(written(&fake)[&app].len(), 1, "written twice");
+}
+
+#[tokio::test]
+async fn a_webhook_in_the_chain_that_cannot_be_called_trips_the_breaker() {
+    let fake = FakeApi::start().await;
+    let policy = Policy::default();
+    fake.admit_with(policy.clone());
+    fake.put("namespaces", json!({"metadata": {"name": "apps"}}));
+    for app in ["w1", "w2", "w3", "w4"] {
+        fake.put("services", before_the_webhook("apps", app));
+    }
+    // kube-apiserver's answer when a webhook with failurePolicy Fail times out.
+    let broken = Fault::Refusal(
+        500,
+        "InternalError",
+        "Internal error occurred: failed calling webhook \"policy.example.com\": failed to call \
+         webhook: Post \"https://policy.example.svc:443/validate\": context deadline exceeded",
+    );
+    fake.inject("update", "services", None, broken, 100);
+    let (_tx, replica) = leading(&fake, "r1", policy, settings(20));
+    replica.wait_synced().await;
+    wait_until("the wave paused", || {
+        replica.metrics.readmit_paused.get() == 1
+    })
+    .await;
+    let refused = "ksvc_webhook_readmit_total{result=\"refused\"}";
+    assert_eq!(counter(&scrape(&replica), refused), 3);
+    wait_until("a ReadmitFailed Event on each", || {
+        fake.all("events")
+            .iter()
+            .filter(|e| e["reason"] == "ReadmitFailed")
+            .count()
+            == 3
+    })
+    .await;
+    let note = fake
+        .all("events")
+        .into_iter()
+        .find(|e| e["reason"] == "ReadmitFailed")
+        .unwrap()["note"]
+        .clone();
+    assert!(
+        note.as_str().unwrap().contains("failed calling webhook"),
+        "{note}"
+    );
+    // Three apps, one dry run each: nothing stored, none tried twice, nothing after the pause.
+    assert!(written(&fake).is_empty(), "{:?}", written(&fake));
+    let tried = puts(&fake);
+    assert_eq!(tried.len(), 3, "{tried:?}");
+    assert!(tried.values().all(|dry| dry.len() == 1), "{tried:?}");
 }

@@ -4,7 +4,7 @@
 //! An app is started only when its drift has a reason re-admission acts on (never
 //! `would-reject`, `excluded` or `blocked-revision-name`), it is not stopped, not being deleted,
 //! not opted out, in a served namespace (`labelled`: one labelled for re-admission), not marked
-//! unfixable for what it is now, and fewer than `max_in_flight` re-admitted apps are unsettled and
+//! unfixable or refused for what it is now, and fewer than `max_in_flight` re-admitted apps are unsettled and
 //! `interval` has passed since the last start. An unsettled app that carries the re-admission
 //! annotation is counted in flight even if another leader wrote it, so pacing survives a leader
 //! change; one that failed here is not counted (nor failed) again until it changes.
@@ -117,7 +117,7 @@ pub enum Written {
     Unfixable,
     /// Admission or the API server refused the write (a failure).
     Refused,
-    /// The API server could not be asked (no answer, a server error, throttling): nothing was
+    /// The API server could not be asked (no answer, throttling, a 502/503/504): nothing was
     /// written, nothing counts, and the wave holds until it answers again.
     Unreachable,
     /// Nothing was written and nothing counts: the KService changed or went since the wave
@@ -134,6 +134,9 @@ pub struct Wave {
     writing: BTreeSet<AppKey>,
     /// Apps a dry run showed unfixable, as they were then.
     unfixable: BTreeMap<AppKey, Stored>,
+    /// Apps whose write was refused (a failure), as they were then: not tried again until
+    /// they or the policy change, so one refused app cannot trip the breaker by itself.
+    refused: BTreeMap<AppKey, Stored>,
     /// Apps that failed, with the generation that failed: not taken in flight again (and
     /// counted again) until they change.
     failed: BTreeMap<AppKey, i64>,
@@ -178,6 +181,7 @@ impl Wave {
         }
         self.in_flight.retain(|k, _| seen.contains(k));
         self.unfixable.retain(|k, _| seen.contains(k));
+        self.refused.retain(|k, _| seen.contains(k));
         self.failed.retain(|k, _| seen.contains(k));
         if self.failures >= settings.max_failures.max(1) && !self.paused {
             self.paused = true;
@@ -219,6 +223,7 @@ impl Wave {
             && !app.opted_out
             && !self.writing.contains(app.key)
             && self.unfixable.get(app.key) != Some(app.stored)
+            && self.refused.get(app.key) != Some(app.stored)
     }
 
     /// An in-flight app: settled, failed, timed out, or still waiting.
@@ -263,6 +268,9 @@ impl Wave {
     /// How a started write ended; `stored` is the app as the write found it.
     pub fn written(&mut self, key: &AppKey, stored: Stored, written: &Written, now: Duration) {
         self.writing.remove(key);
+        // What an earlier write of the app left is superseded by this one's outcome.
+        self.unfixable.remove(key);
+        self.refused.remove(key);
         match written {
             Written::Yes {
                 new_revision: true,
@@ -281,7 +289,10 @@ impl Wave {
             Written::Unfixable => {
                 self.unfixable.insert(key.clone(), stored);
             }
-            Written::Refused => self.failures += 1,
+            Written::Refused => {
+                self.failures += 1;
+                self.refused.insert(key.clone(), stored);
+            }
         }
     }
 
@@ -322,6 +333,7 @@ impl Wave {
         self.paused = false;
         self.failures = 0;
         self.unfixable.clear();
+        self.refused.clear();
     }
 
     /// This replica stopped leading: forget what it was doing (the next leader starts from
@@ -351,6 +363,7 @@ impl Wave {
             () if self.writing.contains(key) => Some("writing"),
             () if self.in_flight.contains_key(key) => Some("waiting-for-ready"),
             () if self.unfixable.contains_key(key) => Some("unfixable"),
+            () if self.refused.contains_key(key) => Some("refused"),
             () => None,
         }
     }

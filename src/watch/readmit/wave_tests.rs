@@ -268,7 +268,7 @@ fn a_revision_not_ready_in_time_is_a_failure() {
 }
 
 #[test]
-fn an_unfixable_app_waits_for_a_change_and_refusals_count() {
+fn unfixable_and_refused_apps_wait_for_a_change_and_refusals_count() {
     let mut apps = vec![app("a", &[Reason::Other])];
     let settings = Settings {
         interval: Duration::ZERO,
@@ -293,6 +293,19 @@ fn an_unfixable_app_waits_for_a_change_and_refusals_count() {
     );
     wave.written(&key("a"), stored("app:2"), &Written::Refused, S(3));
     assert_eq!(wave.failures, 1);
+    assert_eq!(wave.state_of(&key("a")), Some("refused"));
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(4)),
+        [],
+        "a refused app is not tried (nor counted) again until it changes"
+    );
+    assert_eq!(wave.failures, 1);
+    wave.policy_changed();
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(5)),
+        [Step::Start(key("a"))],
+        "the policy changed"
+    );
 }
 
 #[test]

@@ -137,14 +137,15 @@ fn judged(dry: call::Result<Updated>, policy: &Policy) -> Judged {
     }
 }
 
-/// A write that failed: refused by admission or the API server (it answered no), or it could
-/// not be asked (no answer, a server error, throttling), or another writer kept changing the
-/// KService (the wave looks again).
+/// A write that failed: refused by admission or the API server (it answered no: a 4xx, or a
+/// 500, which is how kube-apiserver words a webhook in the chain it could not call), or it
+/// could not be asked (no answer, a timeout, throttling, a 502/503/504 from the API server or
+/// a proxy before it), or another writer kept changing the KService (the wave looks again).
 fn failure(error: &call::Error) -> (Written, String) {
     let written = match error {
         call::Error::Api { source, .. } => match call::status_code(source) {
-            Some(code) if (400..500).contains(&code) && code != 429 => Written::Refused,
-            _ => Written::Unreachable,
+            Some(429 | 502..=504) | None => Written::Unreachable,
+            Some(_) => Written::Refused,
         },
         call::Error::Timeout { .. } => Written::Unreachable,
         call::Error::Conflicts { .. } | call::Error::Encode { .. } => Written::Skipped,
