@@ -5,14 +5,18 @@
 //! hands each ended span to the SDK's batch span processor, which queues it without blocking (at
 //! most [`QUEUE_SPANS`]; beyond that new spans are dropped and counted in one warning) and
 //! exports batches from its own thread, each POST within [`EXPORT_TIMEOUT`], retries included.
-//! The POST itself runs on the server's runtime through hyper's client (plain HTTP): a
+//! The POST itself runs on the server's runtime through hyper's client (HTTP, or HTTPS through
+//! rustls verified against the system's CAs): a
 //! collector that is slow or gone costs a waiting task and a blocked exporter thread, never a
 //! request. Never decides what a span holds, and never exports logs or metrics.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::future::BoxFuture;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::connect::HttpConnector;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_http::hyper::HyperClient;
@@ -38,25 +42,26 @@ pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 /// At shutdown: how long the last spans may take to leave before the process exits anyway.
 pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
 
-/// The value of `--otlp-endpoint`: an `http://` base URL with a host, without a trailing `/`.
+/// The value of `--otlp-endpoint`: an `http://` or `https://` base URL with a host, without a
+/// trailing `/`.
 pub fn parse_endpoint(text: &str) -> Result<String, String> {
     let base = text.trim_end_matches('/');
     let uri: axum::http::Uri = base
         .parse()
         .map_err(|e| format!("not a URL ({e}); expected e.g. http://otel-collector:4318"))?;
-    match (uri.scheme_str(), uri.host()) {
-        _ if uri.path().ends_with("/v1/traces") => Err(
+    if uri.path().ends_with("/v1/traces") {
+        return Err(
             "give the collector's base URL: /v1/traces is added, e.g. http://otel-collector:4318"
                 .to_owned(),
-        ),
-        (Some("http"), Some(_)) if uri.query().is_none() => Ok(base.to_owned()),
-        (Some("https"), _) => Err("https is not supported: the exporter speaks plain HTTP; \
-             point it at the collector's OTLP/HTTP port in the cluster (e.g. \
-             http://otel-collector.observability:4318)"
-            .to_owned()),
-        _ => Err("expected an http:// URL with a host and no query, e.g. \
+        );
+    }
+    match (uri.scheme_str(), uri.host()) {
+        (Some("http" | "https"), Some(_)) if uri.query().is_none() => Ok(base.to_owned()),
+        _ => Err(
+            "expected an http:// or https:// URL with a host and no query, e.g. \
              http://otel-collector.observability:4318"
-            .to_owned()),
+                .to_owned(),
+        ),
     }
 }
 
@@ -67,8 +72,9 @@ pub fn provider(
     endpoint: &str,
     runtime: tokio::runtime::Handle,
 ) -> anyhow::Result<SdkTracerProvider> {
+    let https = endpoint.starts_with("https://");
     let client = OnRuntime {
-        client: HyperClient::with_default_connector(EXPORT_TIMEOUT, None),
+        client: HyperClient::new(connector(https)?, EXPORT_TIMEOUT, None),
         runtime,
     };
     let exporter = SpanExporter::builder()
@@ -94,6 +100,36 @@ pub fn provider(
     Ok(SdkTracerProvider::builder()
         .with_span_processor(processor)
         .with_resource(resource)
+        .build())
+}
+
+/// HTTP, and HTTPS verified against the system's CA certificates (`SSL_CERT_FILE` or
+/// `SSL_CERT_DIR` name others), read only for an `https` collector.
+fn connector(https: bool) -> anyhow::Result<HttpsConnector<HttpConnector>> {
+    let mut roots = rustls::RootCertStore::empty();
+    if https {
+        let found = rustls_native_certs::load_native_certs();
+        for error in &found.errors {
+            tracing::warn!(%error, "a system CA certificate could not be read");
+        }
+        let (added, _) = roots.add_parsable_certificates(found.certs);
+        if added == 0 {
+            anyhow::bail!(
+                "no CA certificates to verify the https collector with: mount them, or name a \
+                 PEM bundle with SSL_CERT_FILE"
+            );
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("cannot set up TLS for the collector")?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
         .build())
 }
 
@@ -129,7 +165,7 @@ pub async fn shutdown(provider: SdkTracerProvider) {
 /// has no runtime, and waits there for the answer.
 #[derive(Debug)]
 struct OnRuntime {
-    client: HyperClient,
+    client: HyperClient<HttpsConnector<HttpConnector>>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -155,7 +191,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn endpoints_are_plain_http_base_urls() {
+    fn endpoints_are_http_or_https_base_urls() {
         let ok = [
             (
                 "http://otel-collector.observability:4318",
@@ -163,18 +199,18 @@ mod tests {
             ),
             ("http://127.0.0.1:4318/", "http://127.0.0.1:4318"),
             ("http://collector/otlp", "http://collector/otlp"),
+            ("https://otlp.example.com/", "https://otlp.example.com"),
         ];
         for (text, want) in ok {
             assert_eq!(parse_endpoint(text).as_deref(), Ok(want), "{text}");
         }
-        let https = parse_endpoint("https://collector:4318").unwrap_err();
-        assert!(https.contains("https is not supported"), "{https}");
         for bad in [
             "collector:4318",
             "/v1/traces",
             "http://",
             "http://c:4318/?x=1",
             "http://c:4318/v1/traces",
+            "ftp://c:4318",
             "",
         ] {
             assert!(parse_endpoint(bad).is_err(), "{bad}");

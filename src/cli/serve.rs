@@ -330,8 +330,8 @@ pub struct ServeArgs {
     /// Log line format.
     #[arg(long, env = "KSVC_WEBHOOK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,
-    /// OTLP/HTTP collector base URL, e.g. http://otel-collector.observability:4318 (plain HTTP;
-    /// spans go to /v1/traces under it). Exports one span per review on /mutate and
+    /// OTLP/HTTP collector base URL, e.g. http://otel-collector.observability:4318 (spans go
+    /// to /v1/traces under it; https is verified against the system's CAs or SSL_CERT_FILE). Exports one span per review on /mutate and
     /// /validate-revision-delete, a child of kube-apiserver's span when it sends a
     /// `traceparent` (off when unset).
     #[arg(long, env = "KSVC_WEBHOOK_OTLP_ENDPOINT", value_name = "URL", value_parser = super::otlp::parse_endpoint)]

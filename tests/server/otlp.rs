@@ -1,11 +1,12 @@
 //! `serve --otlp-endpoint` against an in-test OTLP/HTTP receiver: one span per review, a child of
 //! kube-apiserver's span from its `traceparent` (a new trace without one, none when the API
 //! server does not sample), with the decision's attributes, all sent by the time the process
-//! exits; and a collector that never answers costs no review anything, its queue stays bounded,
+//! exits, over HTTP or HTTPS; and a collector that never answers costs no review anything, its queue stays bounded,
 //! and the exit waits for it only so long.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
 use hyper::StatusCode;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::trace::v1::{Span, span::SpanKind};
@@ -29,8 +31,9 @@ const UNSAMPLED_TRACE: &str = "5cf92f3577b34da6a3ce929d0e0e4736";
 /// What the receiver was sent: each span with its resource's attributes.
 type Received = Arc<Mutex<Vec<(Vec<KeyValue>, Span)>>>;
 
-/// An OTLP/HTTP receiver on 127.0.0.1 (`POST /v1/traces`, protobuf), as a collector is.
-async fn receiver() -> (SocketAddr, Received) {
+/// The collector's side of OTLP/HTTP: `POST /v1/traces` (protobuf), each span kept with its
+/// resource's attributes.
+fn collector(received: Received) -> axum::Router {
     async fn export(State(received): State<Received>, body: Bytes) -> StatusCode {
         let request = ExportTraceServiceRequest::decode(body).unwrap();
         let mut received = received.lock().unwrap();
@@ -43,13 +46,55 @@ async fn receiver() -> (SocketAddr, Received) {
         // An empty body is an `ExportTraceServiceResponse` without partial success.
         StatusCode::OK
     }
-    let received = Received::default();
-    let router = axum::Router::new()
+    axum::Router::new()
         .route("/v1/traces", post(export))
-        .with_state(received.clone());
+        .with_state(received)
+}
+
+/// An OTLP/HTTP receiver on 127.0.0.1, as a collector is.
+async fn receiver() -> (SocketAddr, Received) {
+    let received = Received::default();
+    let router = collector(received.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await });
+    (addr, received)
+}
+
+/// The same receiver behind TLS, serving `certs/tls.crt` (valid for `localhost`).
+async fn tls_receiver(certs: &Path) -> (SocketAddr, Received) {
+    let pem = |name: &str| std::fs::read(certs.join(name)).unwrap();
+    let chain = rustls_pemfile::certs(&mut &pem("tls.crt")[..])
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls_pemfile::private_key(&mut &pem("tls.key")[..])
+        .unwrap()
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let received = Received::default();
+    let router = collector(received.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, router) = (acceptor.clone(), router.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper_util::service::TowerToHyperService::new(router);
+                let http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let _ = http.serve_connection(TokioIo::new(tls), service).await;
+            });
+        }
+    });
     (addr, received)
 }
 
@@ -66,11 +111,19 @@ struct Served {
 fn serve(collector: SocketAddr) -> Served {
     let dir = tempfile::tempdir().unwrap();
     let certs = certs(dir.path());
+    serve_in(dir, &certs, &format!("http://{collector}"))
+}
+
+/// `serve` with its certificates in `certs` (under `dir`), exporting to `endpoint`; the system
+/// CAs it trusts are `certs/ca.crt` alone (`SSL_CERT_FILE`).
+fn serve_in(dir: tempfile::TempDir, certs: &Path, endpoint: &str) -> Served {
     let child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--drain-period", "0s"])
         .args(["--self-managed-certs=false", "--no-watch", "--tls-dir"])
-        .arg(&certs)
-        .env("KSVC_WEBHOOK_OTLP_ENDPOINT", format!("http://{collector}"))
+        .arg(certs)
+        .env("KSVC_WEBHOOK_OTLP_ENDPOINT", endpoint)
+        .env("SSL_CERT_FILE", certs.join("ca.crt"))
+        .env_remove("SSL_CERT_DIR")
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
         .spawn()
@@ -278,4 +331,29 @@ async fn a_collector_that_never_answers_holds_up_no_review() {
     // The export and the shutdown deadlines are 5 s each.
     assert!(waited < Duration::from_secs(30), "{waited:?}");
     drop(silent);
+}
+
+/// An https collector, verified against the CAs `SSL_CERT_FILE` names, gets the spans as a
+/// plain one does.
+#[tokio::test]
+async fn an_https_collector_gets_the_spans_over_verified_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    let (collector, received) = tls_receiver(&certs).await;
+    let endpoint = format!("https://localhost:{}", collector.port());
+    let served = serve_in(dir, &certs, &endpoint);
+    let mut conn = served.connect().await;
+    let sampled = Some(format!("00-{TRACE}-{PARENT}-01"));
+    assert!(review(&mut conn, harness::review("otlp-tls", 0), sampled).await);
+    drop(conn);
+    let lines = served.interrupt().await.join("\n");
+    let received = received.lock().unwrap();
+    assert_eq!(received.len(), 1, "{received:#?}\n{lines}");
+    let (_, span) = &received[0];
+    assert_eq!(hex::encode(&span.trace_id), TRACE);
+    assert_eq!(hex::encode(&span.parent_span_id), PARENT);
+    assert_eq!(
+        attr(&span.attributes, "admission.uid").as_deref(),
+        Some("otlp-tls")
+    );
 }
