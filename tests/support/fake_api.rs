@@ -318,3 +318,12 @@ impl FakeApi {
             .flatten()
     }
 }
+
+/// `object` as another writer left it just before ours: annotation `fake/concurrent-writes`
+/// counts up, so that our write, made on the old version, conflicts.
+fn concurrent_write(mut object: Value) -> Value {
+    let annotation = &mut object["metadata"]["annotations"]["fake/concurrent-writes"];
+    let writes = annotation.as_str().unwrap_or("0").parse::<u32>().unwrap() + 1;
+    *annotation = json!(writes.to_string());
+    object
+}

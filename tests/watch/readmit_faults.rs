@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used)] // a test: a failed step should panic loudly
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
@@ -18,6 +19,17 @@ use support::{FakeApi, Replica, wait_until};
 
 use super::drift::{before_the_webhook, reasons, scrape};
 use super::readmit::{CONVERGED, counter, leading, puts, settings, written};
+
+/// The stored writes, after checking that `apps`, and only they, were each written once.
+fn written_once_each(fake: &FakeApi, apps: &[&str]) -> BTreeMap<String, Vec<Instant>> {
+    let writes = written(fake);
+    assert_eq!(writes.keys().collect::<Vec<_>>(), apps, "{writes:?}");
+    assert!(
+        writes.values().all(|at| at.len() == 1),
+        "written twice: {writes:?}"
+    );
+    writes
+}
 
 #[tokio::test]
 async fn a_leader_killed_mid_wave_leaves_the_other_replica_to_finish_without_writing_an_app_twice()
@@ -99,12 +111,7 @@ async fn a_leader_killed_mid_wave_leaves_the_other_replica_to_finish_without_wri
     })
     .await;
     assert_eq!(counter(&scrape(&second), CONVERGED), 3);
-    let writes = written(&fake);
-    assert_eq!(writes.keys().collect::<Vec<_>>(), apps, "{writes:?}");
-    assert!(
-        writes.values().all(|at| at.len() == 1),
-        "written twice: {writes:?}"
-    );
+    let writes = written_once_each(&fake, &apps);
     // The others started only once the app in flight was Ready.
     let ready = knative.ready.lock().unwrap()[&format!("{in_flight}-00002")];
     for (app, at) in &writes {
@@ -163,12 +170,7 @@ async fn an_unreachable_api_server_holds_the_wave_and_loses_nothing_in_flight() 
         .filter(|r| r.name.is_some() && r.at >= down && r.at < up)
         .collect();
     assert!(asked.is_empty(), "an app started while down: {asked:?}");
-    let writes = written(&fake);
-    assert_eq!(writes.keys().collect::<Vec<_>>(), apps, "{writes:?}");
-    assert!(
-        writes.values().all(|at| at.len() == 1),
-        "written twice: {writes:?}"
-    );
+    written_once_each(&fake, &apps);
     // The app in flight settled once the API server was back, and the wave went on at its
     // pace: an interval after the API server answered again.
     let ready = knative.ready.lock().unwrap()[&format!("{in_flight}-00002")];

@@ -173,14 +173,8 @@ impl FakeApi {
             ns.unwrap_or_default().to_owned(),
             name.unwrap_or_default().to_owned(),
         );
-        if let (Fault::Status(409), Some(mut raced)) = (fault, inner.objects.get(&key).cloned()) {
-            let writes = raced["metadata"]["annotations"]["fake/concurrent-writes"]
-                .as_str()
-                .unwrap_or("0")
-                .parse::<u32>()
-                .unwrap()
-                + 1;
-            raced["metadata"]["annotations"]["fake/concurrent-writes"] = json!(writes.to_string());
+        if let (Fault::Status(409), Some(stored)) = (fault, inner.objects.get(&key).cloned()) {
+            let raced = super::concurrent_write(stored);
             self.commit(&mut inner, key, "MODIFIED", raced);
         }
         Some(fault)

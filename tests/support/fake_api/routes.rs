@@ -336,14 +336,7 @@ fn replace(fake: &FakeApi, path: &Path, name: &str, mut obj: Value) -> Response 
         _ => false,
     };
     if race {
-        let mut raced = stored.clone();
-        let writes = raced["metadata"]["annotations"]["fake/concurrent-writes"]
-            .as_str()
-            .unwrap_or("0")
-            .parse::<u32>()
-            .unwrap()
-            + 1;
-        raced["metadata"]["annotations"]["fake/concurrent-writes"] = json!(writes.to_string());
+        let raced = super::concurrent_write(stored.clone());
         fake.commit(&mut inner, key, "MODIFIED", raced);
         return status(409, "Conflict", &conflict);
     }
