@@ -3,9 +3,9 @@
 //! terminal ends it at once; `--listen :PORT` binds every interface; a missing `--kubeconfig`
 //! fails the start with one sentence instead of retrying forever.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Lines};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::{ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use hyper::StatusCode;
@@ -39,7 +39,7 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(Some(child));
-    let addr = listen_addr(child.get().stdout.take().unwrap());
+    let addr = listen_addr(&mut stdout_lines(&mut child));
     let mut conn = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
     let sent = review("cli-1", 10);
     let (status, body) = conn.review(sent.clone()).await.unwrap();
@@ -111,7 +111,7 @@ async fn ctrl_c_skips_the_drain_and_listen_takes_a_bare_port() {
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(Some(child));
-    let addr = listen_addr(child.get().stdout.take().unwrap());
+    let addr = listen_addr(&mut stdout_lines(&mut child));
     assert_eq!(
         addr.to_string(),
         format!("0.0.0.0:{port}"),
@@ -153,17 +153,25 @@ fn a_missing_kubeconfig_fails_the_start_in_one_sentence() {
     assert_eq!(err.matches(sentence).count(), 1, "{err}");
 }
 
-/// The HTTPS address from the `serving admission reviews listen=…` log line.
-pub(crate) fn listen_addr(stdout: std::process::ChildStdout) -> SocketAddr {
-    let lines = BufReader::new(stdout).lines();
-    for line in lines {
-        let line = line.unwrap();
-        if let Some(rest) = line.split("listen=").nth(1) {
-            let addr = rest.split_whitespace().next().unwrap();
+/// The HTTPS address from the `serving admission reviews` log line (`listen=…` in plain
+/// lines, `"listen":"…"` in JSON ones), read from `lines`, which go on after it.
+pub(crate) fn listen_addr(lines: &mut Lines<BufReader<ChildStdout>>) -> SocketAddr {
+    for line in lines.map_while(Result::ok) {
+        let plain = line
+            .split("listen=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next());
+        let json = || line.split("\"listen\":\"").nth(1)?.split('"').next();
+        if let Some(addr) = plain.or_else(json) {
             return addr.parse().unwrap();
         }
     }
     panic!("serve exited before logging its address");
+}
+
+/// The lines `child` writes on its piped stdout.
+pub(crate) fn stdout_lines(child: &mut KillOnDrop) -> Lines<BufReader<ChildStdout>> {
+    BufReader::new(child.get().stdout.take().unwrap()).lines()
 }
 
 #[tokio::test]
@@ -232,16 +240,8 @@ async fn the_decision_line_names_the_api_servers_trace() {
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(Some(child));
-    let mut stdout = BufReader::new(child.get().stdout.take().unwrap()).lines();
-    let addr = stdout
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            l.split("\"listen\":\"")
-                .nth(1)
-                .map(|r| r.split('"').next().unwrap().to_owned())
-        })
-        .unwrap();
+    let mut stdout = stdout_lines(&mut child);
+    let addr = listen_addr(&mut stdout);
     let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let span = "00f067aa0ba902b7";
     let sent = Command::new("curl")
@@ -250,10 +250,7 @@ async fn the_decision_line_names_the_api_servers_trace() {
         .args(["-H", "Content-Type: application/json"])
         .args(["-H", &format!("traceparent: 00-{trace}-{span}-01")])
         .args(["--data", "@examples/managed-review.json"])
-        .arg(format!(
-            "https://localhost:{}/mutate",
-            addr.rsplit(':').next().unwrap()
-        ))
+        .arg(format!("https://localhost:{}/mutate", addr.port()))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();

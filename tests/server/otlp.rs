@@ -4,7 +4,6 @@
 //! exits, over HTTP or HTTPS; and a collector that never answers costs no review anything, its queue stays bounded,
 //! and the exit waits for it only so long.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -21,7 +20,7 @@ use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::trace::v1::{Span, span::SpanKind};
 use prost::Message;
 
-use super::cli::{BIN, certs};
+use super::cli::{BIN, certs, listen_addr, stdout_lines};
 use support::harness::{self, Conn, KillOnDrop};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -129,21 +128,8 @@ fn serve_in(dir: tempfile::TempDir, certs: &Path, endpoint: &str) -> Served {
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(Some(child));
-    let mut stdout = BufReader::new(child.get().stdout.take().unwrap()).lines();
-    let addr = stdout
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            Some(
-                l.split("listen=")
-                    .nth(1)?
-                    .split(' ')
-                    .next()?
-                    .parse()
-                    .unwrap(),
-            )
-        })
-        .unwrap();
+    let mut stdout = stdout_lines(&mut child);
+    let addr = listen_addr(&mut stdout);
     let (tx, lines) = std::sync::mpsc::channel();
     std::thread::spawn(move || stdout.map_while(Result::ok).try_for_each(|l| tx.send(l)));
     let ca = std::fs::read_to_string(certs.join("ca.crt")).unwrap();

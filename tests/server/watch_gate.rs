@@ -11,7 +11,7 @@ use axum::response::IntoResponse;
 use hyper::StatusCode;
 use serde_json::json;
 
-use crate::cli::{BIN, certs, listen_addr};
+use crate::cli::{BIN, certs, listen_addr, stdout_lines};
 use support::harness::{self, KillOnDrop, review};
 
 /// An API server that accepts connections and never answers; counts the connections.
@@ -84,7 +84,7 @@ async fn admission_ready_while_the_loop_cannot_sync(api: SocketAddr, tried: Arc<
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(Some(child));
-    let addr = listen_addr(child.get().stdout.take().unwrap());
+    let addr = listen_addr(&mut stdout_lines(&mut child));
     let tried = harness::eventually(500, || async { tried.load(Ordering::SeqCst) > 0 }).await;
     assert!(tried, "the watch loop never reached the API server");
 
