@@ -14,7 +14,7 @@ use http_body_util::Full;
 use hyper::{Method, Request, Response};
 use k8s_openapi::api::core::v1::Secret;
 use ksvc_webhook::certmgr::pki;
-use ksvc_webhook::certmgr::{CertArgs, Manager, Plan, SecretData, plan::Fresh};
+use ksvc_webhook::certmgr::{CertArgs, Manager, Plan, SecretData, Synced, plan::Fresh};
 use serde_json::json;
 use support::FakeApi;
 use support::fake_api::Fault;
@@ -97,6 +97,15 @@ fn args() -> CertArgs {
         cert_sync_interval: std::time::Duration::from_secs(60),
         cert_bootstrap_timeout: std::time::Duration::from_secs(5),
     }
+}
+
+/// One sync round at [`t0`] into a fresh directory, as the leader or not.
+async fn sync_once(api: &FakeApi, leader: bool) -> Synced {
+    let dir = tempfile::tempdir().unwrap();
+    Manager::new(api.client(), &args(), dir.path())
+        .sync(t0(), leader)
+        .await
+        .unwrap()
 }
 
 fn t0() -> OffsetDateTime {
@@ -357,11 +366,7 @@ async fn a_bundle_patch_that_loses_a_race_is_retried() {
         let config = fake.get(CONFIGS, "", CONFIG).unwrap();
         fake.put(CONFIGS, config);
     });
-    let dir = tempfile::tempdir().unwrap();
-    let synced = Manager::new(api.client(), &args(), dir.path())
-        .sync(t0(), true)
-        .await
-        .unwrap();
+    let synced = sync_once(&api, true).await;
     assert!(synced.bundle_published);
     let patches = writes(&api)
         .iter()
@@ -383,11 +388,7 @@ async fn an_unreadable_secret_is_replaced_conditionally() {
             "metadata": {"name": SECRET, "namespace": NS},
             "data": {"tls.crt": "Z2FyYmFnZQ=="}}),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let synced = Manager::new(api.client(), &args(), dir.path())
-        .sync(t0(), false)
-        .await
-        .unwrap();
+    let synced = sync_once(&api, false).await;
     assert_eq!(synced.steps, vec![Plan::CreateAll(Fresh::Unreadable)]);
     assert_eq!(writes(&api), vec![format!("PUT {SECRETS}/{SECRET}")]);
     assert!(secret(&api).is_some_and(|s| SecretData::from_secret(&s).is_ok()));
@@ -520,11 +521,7 @@ async fn the_leader_publishes_the_bundle_to_the_revision_guard_too() {
         }]
     });
     api.put(GUARDS, guard);
-    let dir = tempfile::tempdir().unwrap();
-    let synced = Manager::new(api.client(), &args(), dir.path())
-        .sync(t0(), true)
-        .await
-        .unwrap();
+    let synced = sync_once(&api, true).await;
     assert!(synced.bundle_published);
     use base64::Engine as _;
     let stored = api.get(GUARDS, "", GUARD).unwrap()["webhooks"][0]["clientConfig"]["caBundle"]

@@ -37,6 +37,17 @@ fn platform_app(sha: &str) -> Value {
     })
 }
 
+/// The platform's app as its CREATE stored it (the platform's SHA kept).
+fn platform_created(p: &Policy) -> Value {
+    out(&decide(
+        p,
+        "CREATE",
+        &platform_app("platform-sha-1"),
+        None,
+        PLATFORM,
+    ))
+}
+
 fn decide(
     policy: &Policy,
     op: &str,
@@ -117,13 +128,7 @@ fn a_platform_writers_sha_is_kept_and_anyone_elses_is_computed() {
 #[test]
 fn the_sha_changes_only_when_the_user_spec_does() {
     let p = policy(false);
-    let stored = out(&decide(
-        &p,
-        "CREATE",
-        &platform_app("platform-sha-1"),
-        None,
-        PLATFORM,
-    ));
+    let stored = platform_created(&p);
     // `kubectl label` by someone else: the platform's value stays, so its Deploy stays a no-op.
     let mut labelled = stored.clone();
     labelled["metadata"]["labels"]["owner"] = json!("alice");
@@ -153,13 +158,7 @@ fn the_sha_changes_only_when_the_user_spec_does() {
 #[test]
 fn the_same_through_a_review_body_and_its_user_info() {
     let p = policy(false);
-    let stored = out(&decide(
-        &p,
-        "CREATE",
-        &platform_app("platform-sha-1"),
-        None,
-        PLATFORM,
-    ));
+    let stored = platform_created(&p);
     let mut labelled = stored.clone();
     labelled["metadata"]["labels"]["owner"] = json!("alice");
     for user in ["alice", PLATFORM] {
@@ -181,13 +180,7 @@ fn the_same_through_a_review_body_and_its_user_info() {
 fn start_after_a_one_write_stop_brings_back_the_running_app() {
     for zero in [false, true] {
         let p = policy(zero);
-        let running = out(&decide(
-            &p,
-            "CREATE",
-            &platform_app("platform-sha-1"),
-            None,
-            PLATFORM,
-        ));
+        let running = platform_created(&p);
         let d = decide(
             &p,
             "UPDATE",

@@ -44,6 +44,16 @@ pub(crate) fn before_the_webhook(ns: &str, app: &str) -> Value {
     })
 }
 
+/// A managed app admission refuses today: its identity lost its domain, and it carries the
+/// managed annotation of an older release.
+pub(crate) fn would_reject(ns: &str, app: &str) -> Value {
+    let mut refused = before_the_webhook(ns, app);
+    let labels = &mut refused["metadata"]["labels"];
+    labels.as_object_mut().unwrap().remove("flyte.org/domain");
+    labels["flyte.org/app-managed"] = json!("true");
+    refused
+}
+
 /// `object` as admission writes it under `policy`.
 pub(crate) fn admitted(object: Value, policy: &Policy) -> Value {
     let ns = object["metadata"]["namespace"].as_str().unwrap().to_owned();
@@ -99,12 +109,7 @@ async fn apps_there_before_the_webhook_are_reported_on_apps_and_the_gauge_and_no
         "services",
         admitted(before_the_webhook("apps", "current"), &policy),
     );
-    let mut refused = before_the_webhook("apps", "refused");
-    refused["metadata"]["labels"]
-        .as_object_mut()
-        .unwrap()
-        .remove("flyte.org/domain");
-    refused["metadata"]["labels"]["flyte.org/app-managed"] = json!("true");
+    let refused = would_reject("apps", "refused");
     fake.put("services", refused);
     let mut named = admitted(before_the_webhook("apps", "named"), &Policy::default());
     named["spec"]["template"]["metadata"] = json!({"name": "named-proj-dev-v1"});

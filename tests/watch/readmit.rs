@@ -16,7 +16,9 @@ use ksvc_webhook::watch::readmit::wave::{Mode, Settings};
 use serde_json::{Value, json};
 use support::{FakeApi, Replica, wait_until};
 
-use super::drift::{SHIPPER, admitted, before_the_webhook, catalogue, reasons, scrape};
+use super::drift::{
+    SHIPPER, admitted, before_the_webhook, catalogue, reasons, scrape, would_reject,
+};
 
 pub(crate) fn settings(interval_ms: u64) -> Settings {
     Settings {
@@ -93,12 +95,7 @@ async fn every_fixable_app_converges_once_through_admission_at_the_pace_set() {
     for app in ["fix-a", "fix-b", "fix-c"] {
         fake.put("services", before_the_webhook("apps", app));
     }
-    let mut refused = before_the_webhook("apps", "refused");
-    refused["metadata"]["labels"]
-        .as_object_mut()
-        .unwrap()
-        .remove("flyte.org/domain");
-    refused["metadata"]["labels"]["flyte.org/app-managed"] = json!("true");
+    let refused = would_reject("apps", "refused");
     let mut named = before_the_webhook("apps", "named");
     named["spec"]["template"]["metadata"] = json!({"name": "named-proj-dev-v1"});
     // Stopped as the webhook stops apps, so the loop has no stop edits to make.

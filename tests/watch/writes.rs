@@ -82,6 +82,18 @@ fn transition(name: &str, previous: Phase, phase: Phase) -> Transition {
     }
 }
 
+/// Dispatch the stop edits of `app` and wait until the API holds their write.
+async fn hold_stop_edits(writes: &mut Writes, fake: &FakeApi, app: &Arc<KService>) {
+    writes.dispatch(
+        &key(app.name()),
+        Some(job(app, vec![Action::ApplyStopEdits], None)),
+    );
+    wait_until("the write is held by the API", || {
+        !fake.requests_to(Method::PUT, "services").is_empty()
+    })
+    .await;
+}
+
 /// `(method, name)` of every request to `resource`, in arrival order.
 fn calls(fake: &FakeApi, resource: &str) -> Vec<(Method, String)> {
     fake.requests()
@@ -97,14 +109,7 @@ async fn an_app_dirtied_while_its_job_runs_gets_no_second_job_but_comes_back() {
     let app = bypassed(&fake, "app");
     let (mut writes, metrics) = queue(&fake, 4, watch::channel(true).1);
 
-    writes.dispatch(
-        &key("app"),
-        Some(job(&app, vec![Action::ApplyStopEdits], None)),
-    );
-    wait_until("the write is held by the API", || {
-        !fake.requests_to(Method::PUT, "services").is_empty()
-    })
-    .await;
+    hold_stop_edits(&mut writes, &fake, &app).await;
     // The loop reconciles the app again while the write is held: no second job starts.
     writes.dispatch(
         &key("app"),
@@ -185,14 +190,7 @@ async fn a_phase_change_seen_while_the_app_is_busy_is_recorded_by_its_next_job()
     let fake = FakeApi::start().await;
     let app = bypassed(&fake, "app");
     let (mut writes, _) = queue(&fake, 4, watch::channel(true).1);
-    writes.dispatch(
-        &key("app"),
-        Some(job(&app, vec![Action::ApplyStopEdits], None)),
-    );
-    wait_until("the write is held by the API", || {
-        !fake.requests_to(Method::PUT, "services").is_empty()
-    })
-    .await;
+    hold_stop_edits(&mut writes, &fake, &app).await;
     // Two phase changes while busy: recorded as one Event, from the first phase to the last.
     let busy = [
         transition("app", Phase::Active, Phase::Stopping),
