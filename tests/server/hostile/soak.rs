@@ -122,135 +122,117 @@ fn forged_outcome(response: &serde_json::Value) -> String {
     }
 }
 
+/// `count` attackers (`i` = 0..count, each from its own address), each running the attack
+/// `attacker(i)` makes on its connection until `end`.
+fn floods<F, Fut>(
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+    served: &Arc<Served>,
+    count: usize,
+    h2: bool,
+    end: Instant,
+    attacker: impl Fn(usize) -> F,
+) where
+    F: FnMut(Conn, u64) -> Fut + Send + 'static,
+    Fut: Future<Output = Option<Conn>> + Send + 'static,
+{
+    for i in 0..count {
+        tasks.push(tokio::spawn(flood(served.clone(), i, h2, end, attacker(i))));
+    }
+}
+
 /// Every attack, each until `end`.
 fn attacks(served: &Arc<Served>, end: Instant, tally: &Tally) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
-    for i in 0..16 {
+    floods(&mut tasks, served, 16, false, end, |_| {
         let t = tally.clone();
-        tasks.push(tokio::spawn(flood(
-            served.clone(),
-            i,
-            false,
-            end,
-            move |c, _| {
-                let t = t.clone();
-                async move {
-                    let ended = attack::stalled(c, BODY_LIMIT).await;
-                    t.add("stalled upload, HTTP/1.1", ended.outcome());
-                    None
+        move |c, _| {
+            let t = t.clone();
+            async move {
+                let ended = attack::stalled(c, BODY_LIMIT).await;
+                t.add("stalled upload, HTTP/1.1", ended.outcome());
+                None
+            }
+        }
+    });
+    floods(&mut tasks, served, 2, true, end, |_| {
+        let t = tally.clone();
+        move |mut c, _| {
+            let t = t.clone();
+            async move {
+                // Once the settings are known, streams beyond the limit queue.
+                c.get("/healthz").await;
+                let streams: Vec<_> = (0..20)
+                    .map(|_| tokio::spawn(attack::stalled(c.stream(), BODY_LIMIT)))
+                    .collect();
+                for stream in streams {
+                    let ended = stream.await.unwrap();
+                    t.add("stalled upload, HTTP/2 stream", ended.outcome());
                 }
-            },
-        )));
-    }
-    for i in 0..2 {
+                None
+            }
+        }
+    });
+    floods(&mut tasks, served, 2, false, end, |i| {
         let t = tally.clone();
-        tasks.push(tokio::spawn(flood(
-            served.clone(),
-            i,
-            true,
-            end,
-            move |mut c, _| {
-                let t = t.clone();
-                async move {
-                    // Once the settings are known, streams beyond the limit queue.
-                    c.get("/healthz").await;
-                    let streams: Vec<_> = (0..20)
-                        .map(|_| tokio::spawn(attack::stalled(c.stream(), BODY_LIMIT)))
-                        .collect();
-                    for stream in streams {
-                        let ended = stream.await.unwrap();
-                        t.add("stalled upload, HTTP/2 stream", ended.outcome());
+        move |mut c, n| {
+            let t = t.clone();
+            async move {
+                let name = format!("{}{n}", "n".repeat(8 * 1024));
+                let answer = c
+                    .send(get(&format!("/apps/ns-{i}/{name}"), "t-nobody"))
+                    .await;
+                t.add("long name on /apps/{ns}/{name}", status(&answer));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                answer.ok().map(|_| c)
+            }
+        }
+    });
+    floods(&mut tasks, served, 2, false, end, |i| {
+        let t = tally.clone();
+        move |mut c, n| {
+            let t = t.clone();
+            async move {
+                let answer = c.send(get("/apps", &format!("garbage-{i}-{n}"))).await;
+                t.add("garbage token on /apps", status(&answer));
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                answer.ok().map(|_| c)
+            }
+        }
+    });
+    floods(&mut tasks, served, 2, false, end, |i| {
+        let t = tally.clone();
+        move |mut c, n| {
+            let t = t.clone();
+            async move {
+                let answer = c.review(forged_start(&format!("forged-{i}-{n}"))).await;
+                let outcome = match &answer {
+                    Ok((StatusCode::OK, body)) => {
+                        let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+                        forged_outcome(&v["response"])
                     }
-                    None
-                }
-            },
-        )));
-    }
-    for i in 0..2 {
+                    _ => status(&answer),
+                };
+                t.add("forged stop-restore on /mutate", outcome);
+                answer.ok().map(|_| c)
+            }
+        }
+    });
+    floods(&mut tasks, served, 8, false, end, |_| {
         let t = tally.clone();
-        tasks.push(tokio::spawn(flood(
-            served.clone(),
-            i,
-            false,
-            end,
-            move |mut c, n| {
-                let t = t.clone();
-                async move {
-                    let name = format!("{}{n}", "n".repeat(8 * 1024));
-                    let answer = c
-                        .send(get(&format!("/apps/ns-{i}/{name}"), "t-nobody"))
-                        .await;
-                    t.add("long name on /apps/{ns}/{name}", status(&answer));
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    answer.ok().map(|_| c)
-                }
-            },
-        )));
-    }
-    for i in 0..2 {
-        let t = tally.clone();
-        tasks.push(tokio::spawn(flood(
-            served.clone(),
-            i,
-            false,
-            end,
-            move |mut c, n| {
-                let t = t.clone();
-                async move {
-                    let answer = c.send(get("/apps", &format!("garbage-{i}-{n}"))).await;
-                    t.add("garbage token on /apps", status(&answer));
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    answer.ok().map(|_| c)
-                }
-            },
-        )));
-    }
-    for i in 0..2 {
-        let t = tally.clone();
-        tasks.push(tokio::spawn(flood(
-            served.clone(),
-            i,
-            false,
-            end,
-            move |mut c, n| {
-                let t = t.clone();
-                async move {
-                    let answer = c.review(forged_start(&format!("forged-{i}-{n}"))).await;
-                    let outcome = match &answer {
-                        Ok((StatusCode::OK, body)) => {
-                            let v: serde_json::Value = serde_json::from_slice(body).unwrap();
-                            forged_outcome(&v["response"])
-                        }
-                        _ => status(&answer),
-                    };
-                    t.add("forged stop-restore on /mutate", outcome);
-                    answer.ok().map(|_| c)
-                }
-            },
-        )));
-    }
-    for i in 0..8 {
-        let t = tally.clone();
-        tasks.push(tokio::spawn(flood(
-            served.clone(),
-            i,
-            false,
-            end,
-            move |mut c, _| {
-                let t = t.clone();
-                async move {
-                    let stream = c.send(get("/apps/watch", "t-viewer"));
-                    let until = tokio::time::Instant::from_std(end);
-                    let outcome = match tokio::time::timeout_at(until, stream).await {
-                        Err(_) => "open to the end".to_owned(),
-                        Ok(answer) => format!("ended: {}", status(&answer)),
-                    };
-                    t.add("/apps/watch stream", outcome);
-                    None
-                }
-            },
-        )));
-    }
+        move |mut c, _| {
+            let t = t.clone();
+            async move {
+                let stream = c.send(get("/apps/watch", "t-viewer"));
+                let until = tokio::time::Instant::from_std(end);
+                let outcome = match tokio::time::timeout_at(until, stream).await {
+                    Err(_) => "open to the end".to_owned(),
+                    Ok(answer) => format!("ended: {}", status(&answer)),
+                };
+                t.add("/apps/watch stream", outcome);
+                None
+            }
+        }
+    });
     tasks
 }
 
