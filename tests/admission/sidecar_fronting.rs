@@ -12,9 +12,8 @@ use ksvc_webhook::admission::mutate;
 use ksvc_webhook::admission::sidecars::{Catalogue, Knative, Status};
 use ksvc_webhook::admission::{self, Decision, Policy, Request};
 use ksvc_webhook::json::Node;
-use ksvc_webhook::json::edit::Editor;
 use serde_json::{Value, json};
-use support::admit::{admit, out};
+use support::admit::{admit, out, uninject};
 
 const CATALOGUE: &str = r#"
 default: [shipper]
@@ -88,12 +87,6 @@ fn port_owners(o: &Value) -> Vec<&str> {
 
 fn status(o: &Value) -> Status {
     Status::read(&Node::from_json(o.clone())).unwrap()
-}
-
-fn uninject(o: Value) -> Value {
-    let mut node = Node::from_json(o);
-    assert!(mutate::strip(&mut Editor::new(&mut node)));
-    node.to_json()
 }
 
 /// The value of env var `name` in container `c`.

@@ -7,19 +7,10 @@
 use ksvc_webhook::admission::Policy;
 use ksvc_webhook::admission::mutate;
 use ksvc_webhook::admission::sidecars::Catalogue;
-use ksvc_webhook::json::Node;
-use ksvc_webhook::json::edit::Editor;
 use serde_json::{Value, json};
-use support::admit::{admit, admit_over, out};
+use support::admit::{admit, admit_over, out, uninject};
 
 use super::sidecars::{CATALOGUE, catalogue, ksvc, names, policy, status};
-
-/// The object with every injected sidecar taken out again.
-fn uninject(obj: Value) -> Value {
-    let mut node = Node::from_json(obj);
-    assert!(mutate::strip(&mut Editor::new(&mut node)));
-    node.to_json()
-}
 
 #[test]
 fn an_injected_sidecar_edited_in_place_is_put_back() {

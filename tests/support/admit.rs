@@ -1,8 +1,11 @@
 //! Deciding on a KService as a review would, for the admission tests: the request built the
 //! way kube-apiserver sends it, and every decision's JSON Patch replayed on the input to check
-//! that it gives the decision's object (what kube-apiserver would store).
+//! that it gives the decision's object (what kube-apiserver would store); and an object with
+//! its injected sidecars taken out again.
 
-use ksvc_webhook::admission::{self, Decision, Policy, Request};
+use ksvc_webhook::admission::{self, Decision, Policy, Request, mutate};
+use ksvc_webhook::json::Node;
+use ksvc_webhook::json::edit::Editor;
 use serde_json::Value;
 
 /// Decide on `request`, whose object is `input`; when the decision has an object, replaying the
@@ -48,4 +51,11 @@ pub fn replay(input: &Value, decision: &Decision) -> Value {
 pub fn out(decision: &Decision) -> Value {
     assert!(decision.allowed, "rejected: {}", decision.message());
     decision.object_json().unwrap()
+}
+
+/// `object` with every injected sidecar taken out again (`mutate::strip`), which must find some.
+pub fn uninject(object: Value) -> Value {
+    let mut node = Node::from_json(object);
+    assert!(mutate::strip(&mut Editor::new(&mut node)));
+    node.to_json()
 }
