@@ -195,15 +195,22 @@ fn decide(
             state.metrics.observe(&s.operation, outcome, elapsed);
             state.metrics.rejected(&s.rejected_rules);
             trace::record_decision(span, s);
+            // The strings as `&str`: the JSON lines hold each as a JSON string of the value
+            // itself, the plain lines quote and escape it (`Debug`) so no value forges a line.
             tracing::info!(
-                uid = ?s.uid, operation = ?s.operation, namespace = ?s.namespace, name = ?s.name,
+                uid = s.uid.as_str(), operation = s.operation.as_str(),
+                namespace = s.namespace.as_str(), name = s.name.as_str(),
                 dry_run = s.dry_run, allowed = s.allowed, patch_ops = s.patch_ops,
                 rejected_rules = ?s.rejected_rules, duration_us = (elapsed * 1e6) as u64,
                 trace_id = trace.map(|t| t.trace_id), span_id = trace.map(|t| t.span_id),
                 "admission decision"
             );
             if let Some(failure) = &s.failure {
-                tracing::error!(uid = ?s.uid, ?failure, "admission refused: the webhook failed inside");
+                tracing::error!(
+                    uid = s.uid.as_str(),
+                    failure = failure.as_str(),
+                    "admission refused: the webhook failed inside"
+                );
             }
             let json = HeaderValue::from_static("application/json");
             ([(header::CONTENT_TYPE, json)], reviewed.body).into_response()

@@ -269,3 +269,64 @@ async fn the_decision_line_names_the_api_servers_trace() {
     );
     assert!(line.contains(&format!("\"span_id\":\"{span}\"")), "{line}");
 }
+
+/// A decision's line holds the review's own strings: in JSON each field is a JSON string of the
+/// value itself (what `jq 'select(.uid == …)'` or Loki match against kube-apiserver's audit log),
+/// in plain text each is quoted and escaped. Values a sender chose (quotes, a newline, a
+/// backslash escape, a terminal escape) forge neither a field nor a line in either format.
+#[tokio::test]
+async fn decision_lines_hold_the_reviews_strings_in_either_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    let ca = std::fs::read_to_string(certs.join("ca.crt")).unwrap();
+    let fields = [
+        ("uid", "7f0c1a52-\"} {\"uid\":\"forged"),
+        ("operation", "CREATE"),
+        (
+            "namespace",
+            "team-a\n2026-01-01T00:00:00Z  WARN forged line",
+        ),
+        ("name", "app\\u0022\\n\u{1b}[31mred"),
+    ];
+    let mut sent: serde_json::Value = serde_json::from_slice(&review("x", 0)).unwrap();
+    for (field, value) in fields {
+        sent["request"][field] = value.into();
+    }
+    for format in ["json", "plain"] {
+        let child = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--log-format", format])
+            .args(["--self-managed-certs=false", "--no-watch", "--tls-dir"])
+            .arg(&certs)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = KillOnDrop(Some(child));
+        let mut stdout = stdout_lines(&mut child);
+        let addr = listen_addr(&mut stdout);
+        let mut conn = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
+        let body = serde_json::to_vec(&sent).unwrap();
+        let (status, _) = conn.review(body).await.unwrap();
+        assert_eq!(status, StatusCode::OK);
+        let line = tokio::task::spawn_blocking(move || {
+            stdout
+                .map_while(Result::ok)
+                .find(|l| l.contains("admission decision"))
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        for (field, value) in fields {
+            match format {
+                "json" => {
+                    let logged: serde_json::Value = serde_json::from_str(&line).unwrap();
+                    assert_eq!(logged[field], value, "{field} in {line}");
+                }
+                _ => {
+                    let escaped = format!("{field}={value:?}");
+                    assert!(line.contains(&escaped), "{escaped} not in {line}");
+                }
+            }
+        }
+    }
+}
