@@ -8,7 +8,7 @@ use super::naming;
 use super::policy::Policy;
 use super::request::Request;
 use super::sidecars;
-use super::violation::{Operation, Violation};
+use super::violation::{Operation, violation};
 use super::{ksvc, stop, validate};
 use crate::json::Node;
 use crate::json::edit::Editor;
@@ -50,12 +50,12 @@ fn decided<'a>(
         return Decision::allow();
     }
     let Some(mut object) = req.object.take() else {
-        return Decision::deny(vec![Violation {
-            rule: "object",
-            path: "request.object".into(),
-            problem: format!("is missing on {}", req.operation),
-            fix: "send the object being admitted".into(),
-        }]);
+        return Decision::deny(vec![violation(
+            "object",
+            "request.object",
+            format!("is missing on {}", req.operation),
+            "send the object being admitted",
+        )]);
     };
     let namespace = match ksvc::namespace(&object) {
         "" => req.namespace.clone().unwrap_or_default(),

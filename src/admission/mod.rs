@@ -33,3 +33,4 @@ pub use request::{
 };
 pub use response::{EncodeError, Reviewed, Summary, answer, encode, failure_response};
 pub use review::{review, review_with};
+pub use violation::RULES;

@@ -1,6 +1,7 @@
 //! PURE: what a broken rule says — [`Violation`] (where, what is wrong, how to fix it) and the
 //! [`Operation`] a rule is judged under. Shared by the rules of [`super::validate`], the stop
-//! record's rules in [`super::stop`] and the sidecar checks; holds no rule itself.
+//! record's rules in [`super::stop`], the sidecar checks and the revision guard; holds no rule
+//! itself, only every rule's id ([`RULES`], for the metrics).
 
 use std::fmt;
 
@@ -23,6 +24,34 @@ impl fmt::Display for Violation {
     }
 }
 
+/// Every rule's id, for the metrics to count each from the first scrape on. A violation of a
+/// rule missing here fails a debug build's tests ([`violation`] checks).
+pub const RULES: [&str; 23] = [
+    "containers",
+    "generate-name",
+    "identity-immutable",
+    "identity-name",
+    "identity-partial",
+    "identity-value",
+    "name",
+    "object",
+    "route-host",
+    "stopped-value",
+    "stop-record",
+    "stop-record-keys",
+    "stop-record-untrusted",
+    "sidecar-catalogue",
+    "sidecar-clash",
+    "sidecar-fronting-env",
+    "sidecar-fronting-port",
+    "sidecar-fronting-probe",
+    "sidecar-fronting-twice",
+    "sidecar-port",
+    "sidecar-status",
+    "sidecar-unknown",
+    "revision-in-traffic",
+];
+
 /// A violation of `rule` at `path`: what is wrong, and how to fix it.
 pub(crate) fn violation(
     rule: &'static str,
@@ -30,6 +59,7 @@ pub(crate) fn violation(
     problem: impl Into<String>,
     fix: impl Into<String>,
 ) -> Violation {
+    debug_assert!(RULES.contains(&rule), "rule {rule:?} is missing from RULES");
     Violation {
         rule,
         path: path.into(),

@@ -43,6 +43,8 @@ pub enum Published {
 }
 
 impl Published {
+    const ALL: [Self; 4] = [Self::Patched, Self::Current, Self::Missing, Self::Failed];
+
     fn label(self) -> &'static str {
         match self {
             Published::Patched => "patched",
@@ -92,6 +94,20 @@ impl Metrics {
             metrics.current.clone(),
         );
         metrics
+    }
+
+    /// Show `config`, whose bundle this replica publishes when it leads, from the first scrape
+    /// on: every result counted 0 times, and not current (0) until a round finds it so. The
+    /// alert on the gauge waits 15 minutes, and takes the highest over the replicas.
+    pub fn publishes(&self, config: Config) {
+        let config = config.label();
+        for published in Published::ALL {
+            let result = published.label();
+            self.rounds
+                .get_or_create(&RoundLabels { config, result })
+                .inc_by(0);
+        }
+        self.current.get_or_create(&ConfigLabels { config }).set(0);
     }
 
     /// Record one round's result for `config`.

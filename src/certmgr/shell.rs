@@ -95,6 +95,10 @@ impl Manager {
 
     /// The same manager recording its bundle publications into `metrics`.
     pub fn with_metrics(mut self, metrics: metrics::Metrics) -> Self {
+        metrics.publishes(Config::Webhook);
+        if self.guard_config.is_some() {
+            metrics.publishes(Config::RevisionGuard);
+        }
         self.metrics = metrics;
         self
     }

@@ -22,6 +22,9 @@ pub enum Refused {
 }
 
 impl Refused {
+    /// Every reason, so each counter exists from the first scrape on.
+    pub const ALL: [Self; 2] = [Self::Full, Self::PerIp];
+
     /// The metric label.
     pub fn label(self) -> &'static str {
         match self {

@@ -15,6 +15,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::conns::Refused;
+
 /// Labels of the request counter.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -67,6 +69,27 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, so each series exists from the first scrape on.
+    const ALL: [Self; 8] = [
+        Self::Allowed,
+        Self::Denied,
+        Self::Invalid,
+        Self::TooLarge,
+        Self::WrongType,
+        Self::Failed,
+        Self::TimedOut,
+        Self::OverBudget,
+    ];
+
+    /// The `operation` labels this outcome is counted under: a decision under the review's
+    /// operation, anything else before the operation is known.
+    fn operations(self) -> &'static [&'static str] {
+        match self {
+            Self::Allowed | Self::Denied => &["CREATE", "UPDATE", "DELETE", "CONNECT", "other"],
+            _ => &["unknown"],
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Self::Allowed => "allowed",
@@ -125,6 +148,21 @@ impl Metrics {
             "Rejected admissions by broken rule",
             metrics.rejections.clone(),
         );
+        // Every series of a closed label set exists from the first scrape on (the Prometheus
+        // advice): a panel reads 0 rather than "no data", and the first event shows in a rate.
+        for outcome in Outcome::ALL {
+            for &operation in outcome.operations() {
+                let result = outcome.label();
+                let labels = RequestLabels { operation, result };
+                metrics.requests.get_or_create(&labels).inc_by(0);
+            }
+        }
+        for rule in crate::admission::RULES {
+            metrics
+                .rejections
+                .get_or_create(&RuleLabels { rule })
+                .inc_by(0);
+        }
         reg.register(
             "certificate_expiry_timestamp_seconds",
             "notAfter of the serving certificate in use, unix seconds",
@@ -161,8 +199,15 @@ impl Metrics {
         metrics
     }
 
-    /// The gauge of `listener`'s open connections.
+    /// The gauge of `listener`'s open connections; its refusal counters exist from then on.
     pub(crate) fn connections(&self, listener: &'static str) -> Gauge<i64, AtomicI64> {
+        for refused in Refused::ALL {
+            let labels = RefusedLabels {
+                listener,
+                reason: refused.label(),
+            };
+            self.connections_refused.get_or_create(&labels).inc_by(0);
+        }
         self.connections
             .get_or_create(&ListenerLabels { listener })
             .clone()

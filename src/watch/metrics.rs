@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 
 use super::drift::DriftIndex;
 use super::hub::Hub;
+use super::status::Phase;
 use crate::admission::drift::Reason;
 
 type Labels = Vec<(&'static str, &'static str)>;
@@ -130,6 +131,12 @@ impl Metrics {
             "Apps in each phase, from this replica's cache",
             self.apps.clone(),
         );
+        // Every phase exists from the first scrape on, 0 until the cache has listed.
+        for phase in Phase::ALL {
+            self.apps
+                .get_or_create(&vec![("phase", phase.as_str())])
+                .set(0);
+        }
         r.register("reconciles", "Reconciles run", self.reconciles.clone());
         r.register(
             "errors",

@@ -38,8 +38,14 @@ impl StatusMetrics {
         let refused =
             "Requests refused before a review was sent: rate_limited (429) or overloaded (503)";
         r.register("refused", refused, self.refused.clone());
-        // Every refusal exists from the first scrape on, so the first one shows in a rate.
+        // Every review result and refusal exists from the first scrape on, so the first one
+        // shows in a rate.
         for kind in ["token", "access"] {
+            for result in ["allowed", "denied", "unavailable"] {
+                self.reviews
+                    .get_or_create(&vec![("kind", kind), ("result", result)])
+                    .inc_by(0);
+            }
             for reason in ["rate_limited", "overloaded"] {
                 self.refused
                     .get_or_create(&vec![("kind", kind), ("reason", reason)])
