@@ -137,23 +137,29 @@ pub fn parse_dns_subdomain(text: &str) -> Result<String, String> {
     Ok(text.to_owned())
 }
 
-/// Parse a DNS-1123 label, as Kubernetes names a namespace or a Service: at most 63 lower-case
-/// letters, digits and `-`, starting and ending with a letter or digit.
-pub fn parse_dns_label(text: &str) -> Result<String, String> {
+/// Whether `text` is a DNS-1123 label, as Kubernetes names a namespace, a Service or a
+/// container: 1 to 63 lower-case letters, digits and `-`, starting and ending with a letter or
+/// digit. The one check of that shape: flags parse with it, admission's naming rules call it.
+pub fn is_dns_label(text: &str) -> bool {
     let bytes = text.as_bytes();
     let ends_ok = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    let shape_ok = ends_ok(bytes.first())
+    text.len() <= 63
+        && ends_ok(bytes.first())
         && ends_ok(bytes.last())
         && bytes
             .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
-    match (shape_ok, text.len() <= 63) {
-        (true, true) => Ok(text.to_owned()),
-        (false, _) => Err(format!(
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+/// Parse a DNS-1123 label ([`is_dns_label`]).
+pub fn parse_dns_label(text: &str) -> Result<String, String> {
+    match (is_dns_label(text), text.len() <= 63) {
+        (true, _) => Ok(text.to_owned()),
+        (false, true) => Err(format!(
             "{text:?} is not a DNS-1123 label: use lower-case letters, digits and '-', starting \
              and ending with a letter or digit"
         )),
-        (true, false) => Err(format!(
+        (false, false) => Err(format!(
             "{text:?} is {} characters long; a DNS-1123 label has at most 63",
             text.len()
         )),

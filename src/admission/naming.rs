@@ -1,10 +1,13 @@
 //! PURE: names and hosts within Kubernetes' and Knative's DNS rules.
 //!
 //! Owns the deterministic KService name of an app identity (the Flyte platform's rule, kept
-//! byte-for-byte so both writers agree), DNS-1035 label checks, label-value checks, the route-host
-//! budget and the endpoint-suffix template. Never does I/O.
+//! byte-for-byte so both writers agree), DNS-1035 and DNS-1123 label checks (the DNS-1123
+//! shape is [`crate::flags`]'), label-value checks, the route-host budget and the
+//! endpoint-suffix template. Never does I/O.
 
 use sha2::{Digest, Sha256};
+
+use crate::flags::is_dns_label;
 
 /// The longest DNS label Kubernetes and Knative accept.
 pub const MAX_LABEL: usize = 63;
@@ -61,14 +64,7 @@ pub fn dns1035_problem(value: &str) -> Option<String> {
 
 /// Why `value` is not a DNS-1123 label (a namespace, a container or volume name), or `None`.
 pub fn dns1123_problem(value: &str) -> Option<&'static str> {
-    let shape = !value.is_empty()
-        && value.len() <= MAX_LABEL
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !value.starts_with('-')
-        && !value.ends_with('-');
-    (!shape).then_some(
+    (!is_dns_label(value)).then_some(
         "is not a DNS-1123 label: use 1 to 63 lower-case letters, digits and '-', \
          starting and ending with a letter or digit",
     )
