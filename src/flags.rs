@@ -125,16 +125,14 @@ pub fn parse_dns_subdomain(text: &str) -> Result<String, String> {
             text.len()
         ));
     }
-    for label in text.split('.') {
-        parse_dns_label(label).map_err(|_| {
-            format!(
-                "{text:?} is not a DNS-1123 subdomain: use dot-separated labels of lower-case \
-                 letters, digits and '-', each starting and ending with a letter or digit \
-                 (e.g. apps.example.com)"
-            )
-        })?;
+    match text.split('.').all(is_dns_label) {
+        true => Ok(text.to_owned()),
+        false => Err(format!(
+            "{text:?} is not a DNS-1123 subdomain: use dot-separated labels of lower-case \
+             letters, digits and '-', each starting and ending with a letter or digit \
+             (e.g. apps.example.com)"
+        )),
     }
-    Ok(text.to_owned())
 }
 
 /// Whether `text` is a DNS-1123 label, as Kubernetes names a namespace, a Service or a
