@@ -34,7 +34,7 @@ const DECLARED: &[&[ApiCall]] = ksvc_webhook::cli::check::SERVER_CALLS;
 /// ClusterRole).
 const OWN_NAMESPACE_ONLY: &[&str] = &["secrets", "leases"];
 
-/// `serve`'s defaults (issue 3): it listens on 8443 and answers admission on `/mutate`.
+/// `serve`'s defaults: it listens on 8443 and answers admission on `/mutate`.
 /// At merge, take these from the server's config defaults.
 const SERVER_PORT: i32 = 8443;
 const SERVER_PATH: &str = "/mutate";
@@ -759,7 +759,7 @@ fn the_cert_manager_overlay_turns_self_management_off() {
     );
 }
 
-/// The revision guard (issue 13): its own registration, on the same Service and port as the
+/// The revision guard: its own registration, on the same Service and port as the
 /// mutating webhook, for DELETE of Knative revisions only, never blocking a delete when down.
 #[test]
 fn the_revision_guard_is_registered_for_revision_deletes_and_fails_open() {
@@ -835,7 +835,7 @@ fn serve_args(c: &Container) -> ksvc_webhook::cli::serve::ServeArgs {
     *args
 }
 
-/// Issue 19: nothing a client sends to the admission port can take the pod to its memory limit
+/// Nothing a client sends to the admission port can take the pod to its memory limit
 /// (docs/reliability.md, "Memory arithmetic"), a stalled upload is cut no later than
 /// kube-apiserver gives up on it, and the bounded shutdown fits in the grace period.
 #[test]

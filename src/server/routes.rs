@@ -296,7 +296,7 @@ mod tests {
         }
     }
 
-    /// The revision guard's route (issue 13): a refusal is answered 200 with the decision inside
+    /// The revision guard's route: a refusal is answered 200 with the decision inside
     /// and counted under its rule.
     #[tokio::test]
     async fn the_revision_guard_refuses_and_counts() {

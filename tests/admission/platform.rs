@@ -1,4 +1,4 @@
-//! Admission beside the Flyte platform (issue 13), decided in-process: the platform's spec SHA,
+//! Admission beside the Flyte platform, decided in-process: the platform's spec SHA,
 //! SHA stability across metadata-only writes, the one-write stop and its start, the zero initial
 //! scale Knative refuses, and the `flyte.org/app-managed` label with its migration.
 #![allow(clippy::unwrap_used)]

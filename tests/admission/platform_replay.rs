@@ -1,6 +1,6 @@
 //! The Flyte platform's client calls, replayed in order as its `app_client.go` makes them, against
 //! the in-test Kubernetes API with admission in the write path (the webhook's decision on KService
-//! writes, the revision guard on Revision deletes) and the watch loop running (issue 13).
+//! writes, the revision guard on Revision deletes) and the watch loop running.
 #![allow(clippy::unwrap_used)]
 
 use ksvc_webhook::admission::Policy;

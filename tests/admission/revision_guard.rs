@@ -1,4 +1,4 @@
-//! The revision guard through the real route (issue 19): the server over TLS, wired as `serve`
+//! The revision guard through the real route: the server over TLS, wired as `serve`
 //! wires it to a real watch loop whose cache a fake API server fills. Each owner state the cache
 //! knows (present and routing to the revision or not, stopped, being deleted, gone) and the one
 //! it cannot know, the always-allowed deleters and their flag, the wording per case and the

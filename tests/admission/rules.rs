@@ -152,7 +152,7 @@ fn managed_apps_get_their_deterministic_name() {
     assert!(d.allowed);
     let o = out(&d);
     assert_eq!(o["metadata"]["name"], "myapp-proj-dev");
-    // A label since issue 13: the platform selects its KServices by it.
+    // A label, not an annotation: the platform selects its KServices by it.
     assert_eq!(o["metadata"]["labels"]["flyte.org/app-managed"], "true");
     assert!(
         o["metadata"]["annotations"]

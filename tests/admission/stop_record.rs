@@ -1,4 +1,4 @@
-//! The `flyte.org/stop-restore` record is trusted only where it came from the webhook (issue 19):
+//! The `flyte.org/stop-restore` record is trusted only where it came from the webhook:
 //! forged records are refused with their rule, through real AdmissionReview v1 bodies and the
 //! server's `review`; the platform's one-write Stop and a start still work, also on an app
 //! admitted with a forged record before these rules existed.

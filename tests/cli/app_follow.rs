@@ -1,5 +1,5 @@
 //! `app list`, `-o`, `--context`, `-w`, `--until` and `--wait --timeout`, `--dry-run=server`: the
-//! real binary against the fake API, as a kubectl user runs them (issue 21).
+//! real binary against the fake API, as a kubectl user runs them.
 #![allow(clippy::unwrap_used)]
 
 use axum::http::Method;

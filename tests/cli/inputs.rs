@@ -1,6 +1,6 @@
 //! What the offline commands take, run as a user runs them: values that cannot work are refused
 //! in one message with the form expected, and `-f` reads files, directories and standard input
-//! as kubectl does, passing through what is not a KService byte for byte (issue 21).
+//! as kubectl does, passing through what is not a KService byte for byte.
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
 use support::cli::{Ran, run_bin};
@@ -11,7 +11,7 @@ fn run(args: &[&str], stdin: &[u8]) -> Ran {
 }
 
 /// Values that cannot work are refused before anything runs, in one message that says the form
-/// expected, naming the environment variable when it carried the value (issue 21).
+/// expected, naming the environment variable when it carried the value.
 #[test]
 fn values_that_cannot_work_are_refused_with_the_form_expected() {
     // (arguments, environment, exit code, the key sentence)

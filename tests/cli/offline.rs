@@ -194,7 +194,7 @@ fn help_explains_every_command() {
 }
 
 /// `mutate --user/--group` acts as a writer: a platform writer's own spec SHA is kept, anyone
-/// else's is replaced by the webhook's (issue 13).
+/// else's is replaced by the webhook's.
 #[test]
 fn mutate_acts_as_the_given_writer() {
     let app = serde_json::json!({

@@ -1,4 +1,4 @@
-//! What one client may make the server hold (issue 19): a body the byte budget cannot take is
+//! What one client may make the server hold: a body the byte budget cannot take is
 //! refused at once with 503 and `Retry-After` while small reviews still pass, and connections
 //! over the listener's caps are closed at once and counted.
 

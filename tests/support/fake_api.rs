@@ -71,7 +71,7 @@ struct Inner {
     hooks: Vec<(&'static str, String, Hook)>,
     /// When the last injected fault was served.
     last_fault: Option<std::time::Instant>,
-    /// Admission in the write path (issue 13, see admit.rs).
+    /// Admission in the write path (see admit.rs).
     admission: admit::Admission,
     /// What the service proxy answers for the webhook's routes (`None`: 401, as the status API
     /// does to a caller without a token).

@@ -1,4 +1,4 @@
-//! Shutdown is bounded (issue 19, hole 4): SIGTERM with an open `/apps/watch` stream and a
+//! Shutdown is bounded: SIGTERM with an open `/apps/watch` stream and a
 //! stalled upload. The process exits within the drain period plus the bound, the stream ends
 //! with its final event, and the Lease is released for the other replica.
 

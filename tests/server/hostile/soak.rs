@@ -1,4 +1,4 @@
-//! The soak (`make soak`; `#[ignore]` otherwise): every attack of issue 19 at once against the
+//! The soak (`make soak`; `#[ignore]` otherwise): every attack of `hostile/` at once against the
 //! built binary for `SOAK_SECS` (default 60) seconds, while a well-formed client sends reviews
 //! as kube-apiserver does. Prints a summary (docs/reliability.md reports it) and checks that at
 //! least 99 % of the reviews succeeded and the resident memory stayed under the bound.

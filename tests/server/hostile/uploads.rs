@@ -1,4 +1,4 @@
-//! Stalled uploads (issue 19, hole 1): headers for a 7 MiB `/mutate` body, all but its last
+//! Stalled uploads: headers for a 7 MiB `/mutate` body, all but its last
 //! byte, then nothing. Over HTTP/1.1 (one connection each) and HTTP/2 (streams of one
 //! connection), the resident memory stays under the documented bound, the uploads the budget
 //! took are cut at the deadline, the others are refused at once, and kube-apiserver's reviews

@@ -1,4 +1,4 @@
-//! Admission in the fake's write path (issue 13): with [`FakeApi::admit_with`], KService writes
+//! Admission in the fake's write path: with [`FakeApi::admit_with`], KService writes
 //! (create, replace, merge patch) go through the webhook's decision and Revision deletes through
 //! the revision guard, in-process, as kube-apiserver would call them. The writer is taken from the
 //! `Impersonate-User` / `Impersonate-Group` headers a kube client sends when configured to

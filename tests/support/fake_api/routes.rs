@@ -410,7 +410,7 @@ fn patch(fake: &FakeApi, path: &Path, name: &str, headers: &HeaderMap, patch: Va
     axum::Json(stored).into_response()
 }
 
-/// Admission in the write path (issue 13): KService writes (merge patches included) and Revision
+/// Admission in the write path: KService writes (merge patches included) and Revision
 /// deletes, when the test turned it on; `None` lets the request through to the plain handlers.
 fn admitted(
     fake: &FakeApi,
