@@ -23,7 +23,8 @@ async fn keep_alive_serves_many_sequential_reviews_on_one_connection() {
         harness::assert_answer(&uid, &sent, status, &body);
     }
     assert_eq!(conn.get("/healthz").await.0, StatusCode::OK);
-    let count = harness::metric(&server, "ksvc_webhook_admission_requests_total{operation=").await;
+    let allowed = r#"ksvc_webhook_admission_requests_total{operation="CREATE",result="allowed"} "#;
+    let count = harness::metric(&server, allowed).await;
     assert!(count.unwrap_or_default() >= 200.0, "{count:?}");
 }
 
