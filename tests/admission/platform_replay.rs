@@ -9,7 +9,7 @@ use ksvc_webhook::watch::status::Phase;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
-use support::{FakeApi, Replica, wait_until};
+use support::{FakeApi, Replica, poll};
 
 const PLATFORM: &str = "system:serviceaccount:flyte:flyteadmin";
 const NS: &str = "apps";
@@ -160,11 +160,11 @@ async fn the_platforms_create_deploy_stop_and_start_agree_with_the_webhook() {
     fake.put("revisions", revision("myapp-proj-dev-00001", 1, false));
     fake.put("revisions", revision("myapp-proj-dev-00002", 0, true));
     knative_reports(&fake, "myapp-proj-dev-00002", "myapp-proj-dev-00002");
-    wait_until("the old revision is deleted", || {
+    poll::until("the old revision is deleted", poll::LIMIT, || {
         fake.get("revisions", NS, "myapp-proj-dev-00001").is_none()
     })
     .await;
-    wait_until("the app is STOPPED", || {
+    poll::until("the app is STOPPED", poll::LIMIT, || {
         replica
             .app(NAME)
             .is_some_and(|a| a.status.phase == Phase::Stopped)

@@ -22,7 +22,7 @@ use ksvc_webhook::watch::WatchHandle;
 use serde_json::{Value, json};
 use support::harness;
 use support::watched::{client_args, election, watch_args};
-use support::{FakeApi, ksvc, wait_until};
+use support::{FakeApi, ksvc, poll};
 
 const PLATFORM: &str = "system:serviceaccount:flyte:flyteadmin";
 
@@ -138,7 +138,7 @@ fn message(response: &Value) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_guard_decides_on_what_the_watch_cache_knows() {
     let c = cluster().await;
-    wait_until("the cache synced", || {
+    poll::until("the cache synced", poll::LIMIT, || {
         c.watch.synced.load(Ordering::Acquire)
     })
     .await;
@@ -191,7 +191,7 @@ async fn the_guard_decides_on_what_the_watch_cache_knows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controllers_the_flag_names_and_the_override_may_delete_a_serving_revision() {
     let c = cluster().await;
-    wait_until("the cache synced", || {
+    poll::until("the cache synced", poll::LIMIT, || {
         c.watch.synced.load(Ordering::Acquire)
     })
     .await;

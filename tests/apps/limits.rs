@@ -307,7 +307,10 @@ async fn too_many_reviews_in_flight_is_503_never_allowed() {
         let app = s.app.clone();
         async move { get(&app, "/apps/a/w", Some("t-admin")).await.0 }
     });
-    support::wait_until("the review hangs", || fake.faults_left() == 0).await;
+    support::poll::until("the review hangs", support::poll::LIMIT, || {
+        fake.faults_left() == 0
+    })
+    .await;
     let (code, headers, body) = get_full(&s.app, "/apps/b/y", Some("t-admin")).await;
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(headers["retry-after"], "5");

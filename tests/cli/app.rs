@@ -14,7 +14,7 @@ use ksvc_webhook::watch::args::WatchArgs;
 use serde_json::Value;
 use support::cli::kubeconfig_for;
 use support::watched::{client_args, election, watch_args};
-use support::{FakeApi, ksvc, revision, wait_until};
+use support::{FakeApi, ksvc, poll, revision};
 
 fn target(name: &str) -> AppTarget {
     AppTarget {
@@ -244,13 +244,16 @@ async fn status_watch_follows_changes() {
     let action = AppAction::Status(status_args("app", true, Output::Json));
     let follow = run_with_client(fake.client(), "apps", action, &mut writer);
     let drive = async {
-        wait_until("the first status is printed", || out.phases() == ["ACTIVE"]).await;
+        poll::until("the first status is printed", poll::LIMIT, || {
+            out.phases() == ["ACTIVE"]
+        })
+        .await;
         // The user stops the app; Knative has not caught up yet: STOPPING.
         fake.put(
             "services",
             ksvc("app", true, true, 2, &["app-00001"], "app-00001"),
         );
-        wait_until("the stop is printed", || {
+        poll::until("the stop is printed", poll::LIMIT, || {
             out.phases() == ["ACTIVE", "STOPPING"]
         })
         .await;
@@ -276,8 +279,14 @@ async fn spawn_connects_syncs_and_leads() {
     let mut election = election("pod-1", None);
     let handle = ksvc_webhook::watch::spawn(&watch_args(), &client, &election, Default::default());
     election.start(&client, Default::default());
-    wait_until("the cache synced", || handle.synced.load(Ordering::Acquire)).await;
-    wait_until("this replica leads", || *handle.leader.borrow()).await;
+    poll::until("the cache synced", poll::LIMIT, || {
+        handle.synced.load(Ordering::Acquire)
+    })
+    .await;
+    poll::until("this replica leads", poll::LIMIT, || {
+        *handle.leader.borrow()
+    })
+    .await;
     let lease = fake.get("leases", "system", "ksvc-webhook-watch").unwrap();
     assert_eq!(
         lease["spec"]["holderIdentity"], "pod-1",

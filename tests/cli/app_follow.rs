@@ -5,7 +5,7 @@
 use axum::http::Method;
 use serde_json::Value;
 use support::cli::{Ran, run};
-use support::{FakeApi, ksvc, revision, wait_until};
+use support::{FakeApi, ksvc, poll, revision};
 
 /// Apps `a` and `b` in `apps`, ACTIVE; `c` in `other`.
 async fn three_apps() -> FakeApi {
@@ -137,7 +137,7 @@ async fn context_picks_the_kubeconfig_context_and_its_namespace() {
 
 /// Wait until the binary watches services (so a change made now reaches it as an event).
 async fn watching(fake: &FakeApi) {
-    wait_until("the binary watches services", || {
+    poll::until("the binary watches services", poll::LIMIT, || {
         fake.requests_to(Method::GET, "services").iter().any(|r| {
             r.query
                 .get("watch")

@@ -320,7 +320,7 @@ async fn wait_repeats_until_the_install_is_healthy() {
     let (ran, ()) = tokio::join!(
         run(&fake, &["check", "--wait", "--timeout", "30s"]),
         async {
-            support::wait_until("a first round of checks", || {
+            support::poll::until("a first round of checks", support::poll::LIMIT, || {
                 fake.requests()
                     .iter()
                     .filter(|r| r.resource == "endpointslices")

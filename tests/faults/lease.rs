@@ -13,9 +13,10 @@ use ksvc_webhook::cluster::lease::{self, LeaseOptions};
 use tokio::sync::watch;
 use tracing::instrument::WithSubscriber;
 
-use crate::common::{Logs, Outcome, report, since_fault, until};
+use crate::common::{Logs, Outcome, report, since_fault};
 use support::FakeApi;
 use support::fake_api::Fault;
+use support::poll::until;
 
 const TIMES: u32 = 2;
 

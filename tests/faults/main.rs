@@ -136,16 +136,4 @@ mod common {
             );
         }
     }
-
-    /// Poll (every 10 ms, up to `limit`) until `cond` holds; the moment it did.
-    pub async fn until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) -> Instant {
-        let start = Instant::now();
-        loop {
-            if cond() {
-                return Instant::now();
-            }
-            assert!(start.elapsed() < limit, "timed out waiting until {what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
 }

@@ -15,9 +15,10 @@ use tracing::instrument::WithSubscriber;
 use crate::certs::{
     CONFIG, CONFIGS, NS, SECRET, args, bundles, serves_a_trusted_chain, webhook_config,
 };
-use crate::common::{Logs, SLACK, until};
+use crate::common::{Logs, SLACK};
 use crate::lease::options;
 use crate::watch::Loop;
+use support::poll::until;
 use support::{FakeApi, ksvc, revision};
 
 /// A replica as `serve` runs it: an elector and a loop following it.

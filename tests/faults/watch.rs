@@ -19,8 +19,9 @@ use ksvc_webhook::watch::metrics::Metrics;
 use tokio::sync::watch;
 use tracing::instrument::WithSubscriber;
 
-use crate::common::{Logs, Outcome, report, since_fault, until};
+use crate::common::{Logs, Outcome, report, since_fault};
 use support::fake_api::Fault;
+use support::poll::until;
 use support::{FakeApi, ksvc, revision};
 
 const TIMES: u32 = 2;

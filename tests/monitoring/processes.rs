@@ -80,7 +80,7 @@ impl Serve {
             ca: certs.join("ca.crt"),
             _dir: dir,
         };
-        support::wait_until("serve answers /readyz", || {
+        support::poll::until("serve answers /readyz", support::poll::LIMIT, || {
             std::net::TcpStream::connect(server.metrics).is_ok() && server.ca.exists()
         })
         .await;
@@ -156,7 +156,7 @@ impl Prometheus {
             _dir: dir,
             addr,
         };
-        support::wait_until("prometheus is ready", || {
+        support::poll::until("prometheus is ready", support::poll::LIMIT, || {
             std::net::TcpStream::connect(addr).is_ok()
         })
         .await;
@@ -185,27 +185,24 @@ impl Prometheus {
     /// Wait until Prometheus holds at least `samples` samples of `metric`.
     pub async fn wait_for(&self, metric: &str, samples: usize) {
         let expr = format!("count_over_time({metric}{{job=\"{JOB}\"}}[1m])");
-        for _ in 0..120 {
-            let url = format!(
-                "http://{}/api/v1/query?query={}",
-                self.addr,
-                percent_encode(&expr)
-            );
+        let url = format!(
+            "http://{}/api/v1/query?query={}",
+            self.addr,
+            percent_encode(&expr)
+        );
+        let enough = || async {
             let answer: Value = serde_json::from_str(&http_get(&url).await).unwrap_or_default();
-            let enough = answer["data"]["result"].as_array().is_some_and(|r| {
+            answer["data"]["result"].as_array().is_some_and(|r| {
                 r.iter().any(|s| {
                     s["value"][1]
                         .as_str()
                         .and_then(|v| v.parse::<usize>().ok())
                         .is_some_and(|n| n >= samples)
                 })
-            });
-            if enough {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        panic!("prometheus never held {samples} samples of {metric}");
+            })
+        };
+        let what = format!("prometheus holds {samples} samples of {metric}");
+        support::poll::until_async(&what, Duration::from_secs(30), enough).await;
     }
 }
 

@@ -6,11 +6,13 @@
 use std::io::{BufRead, BufReader, Lines};
 use std::net::SocketAddr;
 use std::process::{ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper::StatusCode;
 
 use support::harness::{self, KillOnDrop, review};
+use support::poll;
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
 
@@ -51,15 +53,14 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
         .status()
         .unwrap();
     assert!(kill.success());
-    let mut failing = false;
-    for _ in 0..100 {
-        if conn.get("/readyz").await.0 == StatusCode::SERVICE_UNAVAILABLE {
-            failing = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(failing, "readiness still passing after SIGTERM");
+    // Asked on new connections; `conn` shows below that one kept open is still answered.
+    let failing = || async {
+        let mut probe = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
+        probe.get("/readyz").await.0 == StatusCode::SERVICE_UNAVAILABLE
+    };
+    // Within the 2 s drain, while the server still accepts connections.
+    let drain = Duration::from_secs(2);
+    poll::until_async("readiness fails after SIGTERM", drain, failing).await;
     let sent = review("cli-2", 10);
     let (status, body) = conn.review(sent.clone()).await.unwrap();
     harness::assert_answer("cli-2", &sent, status, &body);
@@ -196,21 +197,32 @@ async fn an_unreachable_cluster_is_said_once_at_warn_and_never_as_an_error() {
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(Some(child));
-    let stdout = child.get().stdout.take().unwrap();
-    let lines = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .collect::<Vec<_>>()
-    });
-    // Two rounds of retries (1 s, then 2 s), then a Ctrl-C.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let (seen, stdout) = (seen.clone(), stdout_lines(&mut child));
+        std::thread::spawn(move || {
+            for line in stdout.map_while(Result::ok) {
+                seen.lock().unwrap().push(line);
+            }
+        })
+    };
+    // Both parts (the election and the watch loop) retry once after their warning, then a
+    // Ctrl-C.
+    let retried = || {
+        let seen = seen.lock().unwrap();
+        seen.iter()
+            .filter(|l| l.contains("still no cluster"))
+            .count()
+            >= 2
+    };
+    poll::until("each part retries once", poll::LIMIT, retried).await;
     let kill = Command::new("kill")
         .args(["-INT", &child.get().id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
-    let lines = lines.await.unwrap();
+    reader.join().unwrap();
+    let lines = std::mem::take(&mut *seen.lock().unwrap());
     let text = lines.join("\n");
     assert!(!text.contains(" ERROR "), "{text}");
     let warned = lines

@@ -11,8 +11,7 @@ use hyper::StatusCode;
 use tokio::sync::Semaphore;
 
 use support::harness::{self, Pki, mutate_request, review};
-
-const TRIES: usize = 500;
+use support::poll;
 
 #[tokio::test]
 async fn rotation_by_symlink_swap_keeps_requests_flowing() {
@@ -55,23 +54,25 @@ async fn rotation_by_symlink_swap_keeps_requests_flowing() {
         }));
     }
     let before = ok.load(Ordering::SeqCst);
-    assert!(harness::eventually(TRIES, || async { ok.load(Ordering::SeqCst) > before + 20 }).await);
+    let ok = &ok;
+    let answered = |n| move || ok.load(Ordering::SeqCst) > n + 20;
+    poll::until("20 more reviews answered", poll::LIMIT, answered(before)).await;
 
     let new = server.pki.rotate();
     server.secret.swap(&new.leaf.cert_pem, &new.leaf.key_pem);
     let (addr, ca) = (server.addr, server.pki.ca.cert_pem.clone());
-    let served_new = harness::eventually(TRIES, || async {
+    let served_new = || async {
         let conn = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
         conn.peer_cert == new.leaf_der()
-    })
-    .await;
+    };
+    let what = "the rotated certificate is served";
+    poll::until_async(what, poll::LIMIT, served_new).await;
     let after = ok.load(Ordering::SeqCst);
-    assert!(harness::eventually(TRIES, || async { ok.load(Ordering::SeqCst) > after + 20 }).await);
+    poll::until("20 more reviews answered", poll::LIMIT, answered(after)).await;
     stop.store(true, Ordering::SeqCst);
     for client in clients {
         client.await.unwrap();
     }
-    assert!(served_new, "the rotated certificate was never served");
     assert_ne!(old_der, new.leaf_der());
     assert_eq!(
         failed.load(Ordering::SeqCst),
@@ -94,12 +95,8 @@ async fn a_broken_pair_is_rejected_and_the_old_one_keeps_serving() {
     server.secret.swap(&a.leaf.cert_pem, &b.leaf.key_pem);
     let errors = "ksvc_webhook_certificate_reloads_total{result=\"error\"}";
     let server_ref = &server;
-    assert!(
-        harness::eventually(TRIES, || async move {
-            harness::metric(server_ref, errors).await == Some(1.0)
-        })
-        .await
-    );
+    let counted = || async move { harness::metric(server_ref, errors).await == Some(1.0) };
+    poll::until_async("the broken pair is counted", poll::LIMIT, counted).await;
     let mut conn = harness::h1(&server).await;
     assert_eq!(
         conn.peer_cert, old_der,
@@ -114,12 +111,11 @@ async fn a_broken_pair_is_rejected_and_the_old_one_keeps_serving() {
         .secret
         .swap(&fixed.leaf.cert_pem, &fixed.leaf.key_pem);
     let (addr, ca) = (server.addr, server.pki.ca.cert_pem.clone());
-    let served_fixed = harness::eventually(TRIES, || async {
+    let served_fixed = || async {
         let conn = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
         conn.peer_cert == fixed.leaf_der()
-    })
-    .await;
-    assert!(served_fixed);
+    };
+    poll::until_async("the fixed pair is served", poll::LIMIT, served_fixed).await;
     assert_eq!(harness::metric(&server, errors).await, Some(1.0));
 }
 
@@ -158,7 +154,8 @@ async fn shutdown_fails_readiness_drains_and_finishes_requests_in_flight() {
         let mut conn = harness::h1(&server).await;
         slow.push(tokio::spawn(async move { conn.get("/slow").await }));
     }
-    assert!(harness::eventually(TRIES, || async { arrived.load(Ordering::SeqCst) == 4 }).await);
+    let all_arrived = || arrived.load(Ordering::SeqCst) == 4;
+    poll::until("the four slow requests arrive", poll::LIMIT, all_arrived).await;
     let mut idle = harness::h1(&server).await;
     assert_eq!(idle.get("/readyz").await.0, StatusCode::OK);
 
@@ -175,11 +172,8 @@ async fn shutdown_fails_readiness_drains_and_finishes_requests_in_flight() {
 
     // After the drain the listener closes; the requests in flight still complete.
     let addr = server.addr;
-    let closed = harness::eventually(TRIES, || async {
-        tokio::net::TcpStream::connect(addr).await.is_err()
-    })
-    .await;
-    assert!(closed, "the listener never closed");
+    let closed = || async { tokio::net::TcpStream::connect(addr).await.is_err() };
+    poll::until_async("the listener closes", poll::LIMIT, closed).await;
     tx.send_data(Bytes::copy_from_slice(tail)).await.unwrap();
     drop(tx);
     release.add_permits(4);

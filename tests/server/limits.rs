@@ -12,6 +12,7 @@ use hyper::StatusCode;
 use ksvc_webhook::server::routes::BODY_LIMIT;
 
 use support::harness::{self, Running, SERVER_NAME, review};
+use support::poll;
 
 /// A `/mutate` request declaring a `size`-byte body, and the sender of that body.
 fn declared(size: usize) -> (Sender<Bytes>, hyper::Request<harness::Body>) {
@@ -59,7 +60,12 @@ async fn a_body_over_the_budget_gets_503_at_once_and_small_reviews_still_pass() 
     let s = &server;
     let reserved = "ksvc_webhook_admission_body_bytes ";
     let held_all = || async { value(s, reserved).await == Some(BODY_LIMIT as f64) };
-    assert!(harness::eventually(500, held_all).await);
+    poll::until_async(
+        "the first body holds the whole budget",
+        poll::LIMIT,
+        held_all,
+    )
+    .await;
 
     // A second one does not fit: refused before anything of it is read.
     let (_tx, request) = declared(BODY_LIMIT);
@@ -112,8 +118,8 @@ async fn connections_over_the_caps_are_closed_at_once_and_counted() {
     assert!(open(3).await.is_err(), "over the listener's cap");
     // A closed connection frees its place.
     held.truncate(3);
-    let reopened = harness::eventually(200, || async { open(3).await.is_ok() }).await;
-    assert!(reopened, "the freed place was never given again");
+    let reopened = || async { open(3).await.is_ok() };
+    poll::until_async("the freed place is given again", poll::LIMIT, reopened).await;
     drop(held);
     // One refusal per address share; one or more at the cap (the retries above, until the
     // server saw the close).
@@ -124,5 +130,5 @@ async fn connections_over_the_caps_are_closed_at_once_and_counted() {
     let counted = || async {
         value(s, &per_ip).await == Some(1.0) && value(s, &full).await.is_some_and(|n| n >= 1.0)
     };
-    assert!(harness::eventually(200, counted).await);
+    poll::until_async("both refusals are counted", poll::LIMIT, counted).await;
 }

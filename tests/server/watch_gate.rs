@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::cli::{BIN, certs, listen_addr, stdout_lines};
 use support::harness::{self, KillOnDrop, review};
+use support::poll;
 
 /// An API server that accepts connections and never answers; counts the connections.
 async fn silent_api() -> (SocketAddr, Arc<AtomicUsize>) {
@@ -85,8 +86,13 @@ async fn admission_ready_while_the_loop_cannot_sync(api: SocketAddr, tried: Arc<
         .unwrap();
     let mut child = KillOnDrop(Some(child));
     let addr = listen_addr(&mut stdout_lines(&mut child));
-    let tried = harness::eventually(500, || async { tried.load(Ordering::SeqCst) > 0 }).await;
-    assert!(tried, "the watch loop never reached the API server");
+    let reached = || tried.load(Ordering::SeqCst) > 0;
+    poll::until(
+        "the watch loop reaches the API server",
+        poll::LIMIT,
+        reached,
+    )
+    .await;
 
     let mut conn = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
     assert_eq!(conn.get("/readyz").await, (StatusCode::OK, "ok\n".into()));

@@ -372,21 +372,6 @@ pub fn assert_answer(uid: &str, sent: &[u8], status: StatusCode, body: &[u8]) {
     }
 }
 
-/// Poll `check` up to `tries` times, 20 ms apart; true once it holds. Bounded, not timed.
-pub async fn eventually<F, Fut>(tries: usize, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..tries {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
 /// The value of the metric line starting with `prefix`, from `/metrics` over TLS.
 pub async fn metric(server: &Running, prefix: &str) -> Option<f64> {
     let (_, text) = h1(server).await.get("/metrics").await;

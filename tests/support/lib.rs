@@ -1,7 +1,7 @@
 //! The one test support library of the integration tests: the fake API server ([`fake_api`],
 //! which serves everything the tests need), the server harness ([`harness`]), the status API
 //! setup ([`status_api`]), the built binary run against the fake ([`cli`]), deciding and replaying patches ([`admit`]), Knative object builders,
-//! polling and a loop harness. Every test binary, flat or a folder, uses it as `support::…`.
+//! the one poller ([`poll`]) and a loop harness. Every test binary, flat or a folder, uses it as `support::…`.
 // Test-only code: a failed setup step should panic loudly; fixtures are built with `new()`.
 #![allow(clippy::unwrap_used, clippy::new_without_default)]
 
@@ -9,6 +9,7 @@ pub mod admit;
 pub mod cli;
 pub mod fake_api;
 pub mod harness;
+pub mod poll;
 pub mod status_api;
 pub mod watched;
 
@@ -38,17 +39,6 @@ pub fn kubeconfig(server: &str, namespace: &str, dir: &std::path::Path) -> std::
     );
     std::fs::write(&path, yaml).unwrap();
     path
-}
-
-/// Wait (polling, up to a generous liveness bound) until `cond` holds; panics with `what`.
-pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    for _ in 0..2000 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting until {what}");
 }
 
 /// A managed KService, as Knative reports it.
@@ -200,7 +190,8 @@ impl Replica {
     }
 
     pub async fn wait_synced(&self) {
-        wait_until("the cache synced", || self.synced.load(Ordering::Acquire)).await;
+        let synced = || self.synced.load(Ordering::Acquire);
+        poll::until("the cache synced", poll::LIMIT, synced).await;
     }
 
     pub fn app(&self, name: &str) -> Option<AppRecord> {
@@ -215,11 +206,9 @@ impl Replica {
     /// every write planned before it has started; then wait for the writes in flight to end.
     pub async fn settle(&self, fake: &FakeApi, marker: &str) {
         fake.put("services", ksvc(marker, false, false, 1, &[], ""));
-        wait_until(&format!("marker {marker} is reconciled"), || {
-            self.app(marker).is_some()
-        })
-        .await;
-        wait_until("no write is in flight", || {
+        let reconciled = format!("marker {marker} is reconciled");
+        poll::until(&reconciled, poll::LIMIT, || self.app(marker).is_some()).await;
+        poll::until("no write is in flight", poll::LIMIT, || {
             self.metrics.writes_in_flight.get() == 0
         })
         .await;

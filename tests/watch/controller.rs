@@ -8,7 +8,7 @@ use axum::http::Method;
 use ksvc_webhook::cluster::lease::{self, LeaseOptions};
 use ksvc_webhook::watch::status::Phase;
 use serde_json::json;
-use support::{FakeApi, Replica, ksvc, revision, wait_until};
+use support::{FakeApi, Replica, ksvc, poll, revision};
 use tokio::sync::watch;
 
 /// The stop scenario right after the webhook's edits: Knative rolled app-00002 (min-scale 0) but
@@ -92,7 +92,7 @@ async fn stop_waits_for_traffic_to_move_then_deletes_the_old_revision() {
     );
 
     traffic_moves(&fake);
-    wait_until("app-00001 is deleted", || {
+    poll::until("app-00001 is deleted", poll::LIMIT, || {
         fake.get("revisions", "apps", "app-00001").is_none()
     })
     .await;
@@ -108,13 +108,13 @@ async fn stop_waits_for_traffic_to_move_then_deletes_the_old_revision() {
         "the revision in traffic stays"
     );
 
-    wait_until("the app is STOPPED", || {
+    poll::until("the app is STOPPED", poll::LIMIT, || {
         replica
             .app("app")
             .is_some_and(|a| a.status.phase == Phase::Stopped)
     })
     .await;
-    wait_until("events are recorded", || {
+    poll::until("events are recorded", poll::LIMIT, || {
         let reasons = event_reasons(&fake);
         reasons.contains(&"RevisionDeleted".to_owned())
             && reasons.contains(&"AppStopped".to_owned())
@@ -138,7 +138,7 @@ async fn a_failing_delete_backs_off_and_is_retried() {
     traffic_moves(&fake);
     fake.fail_requests(Method::DELETE, "revisions", 2);
     let replica = Replica::start(&fake, "replica-a", true);
-    wait_until("app-00001 is deleted", || {
+    poll::until("app-00001 is deleted", poll::LIMIT, || {
         fake.get("revisions", "apps", "app-00001").is_none()
     })
     .await;
@@ -164,7 +164,7 @@ async fn no_gc_revisions_are_never_deleted() {
     let replica = Replica::start(&fake, "replica-a", true);
     replica.wait_synced().await;
     traffic_moves(&fake);
-    wait_until("the loop saw the traffic move", || {
+    poll::until("the loop saw the traffic move", poll::LIMIT, || {
         replica
             .app("app")
             .is_some_and(|a| a.status.message == "Stopping: revision app-00001 still has pods")
@@ -185,7 +185,7 @@ async fn a_conflicting_write_is_retried_on_a_fresh_read_and_succeeds() {
     );
     fake.fail_puts("services", 2);
     let replica = Replica::start(&fake, "replica-a", true);
-    wait_until("the stop edits are applied", || {
+    poll::until("the stop edits are applied", poll::LIMIT, || {
         fake.get("services", "apps", "app").is_some_and(|s| {
             s["spec"]["template"]["metadata"]["annotations"]["autoscaling.knative.dev/min-scale"]
                 == "0"
@@ -222,14 +222,17 @@ async fn a_broken_watch_resumes_from_its_resource_version() {
     );
     let replica = Replica::start(&fake, "replica-a", false);
     replica.wait_synced().await;
-    wait_until("the first app is served", || replica.app("first").is_some()).await;
+    poll::until("the first app is served", poll::LIMIT, || {
+        replica.app("first").is_some()
+    })
+    .await;
     let watches = || {
         fake.requests_to(Method::GET, "services")
             .iter()
             .filter(|r| r.query.contains_key("watch"))
             .count()
     };
-    wait_until("the services watch is open", || watches() >= 1).await;
+    poll::until("the services watch is open", poll::LIMIT, || watches() >= 1).await;
     let watches_before = watches();
 
     // The watch breaks and cannot reconnect for a while; meanwhile an app is created.
@@ -240,9 +243,11 @@ async fn a_broken_watch_resumes_from_its_resource_version() {
         ksvc("late", false, false, 1, &["late-00001"], "late-00001"),
     );
     fake.block_watches(false);
-    wait_until("the app created during the break is served", || {
-        replica.app("late").is_some()
-    })
+    poll::until(
+        "the app created during the break is served",
+        poll::LIMIT,
+        || replica.app("late").is_some(),
+    )
     .await;
 
     let gets = fake.requests_to(Method::GET, "services");
@@ -281,7 +286,7 @@ async fn a_long_break_relists_and_forgets_apps_deleted_meanwhile() {
     );
     let replica = Replica::start(&fake, "replica-a", false);
     replica.wait_synced().await;
-    wait_until("both apps are served", || {
+    poll::until("both apps are served", poll::LIMIT, || {
         replica.app("kept").is_some() && replica.app("gone").is_some()
     })
     .await;
@@ -290,7 +295,7 @@ async fn a_long_break_relists_and_forgets_apps_deleted_meanwhile() {
             .iter()
             .any(|r| r.query.contains_key("watch"))
     };
-    wait_until("the services watch is open", watching).await;
+    poll::until("the services watch is open", poll::LIMIT, watching).await;
 
     // The watch breaks; while it cannot reconnect, an app is deleted and history is compacted.
     fake.block_watches(true);
@@ -299,9 +304,11 @@ async fn a_long_break_relists_and_forgets_apps_deleted_meanwhile() {
     fake.compact();
     fake.block_watches(false);
 
-    wait_until("the deleted app is forgotten after the relist", || {
-        replica.app("gone").is_none()
-    })
+    poll::until(
+        "the deleted app is forgotten after the relist",
+        poll::LIMIT,
+        || replica.app("gone").is_none(),
+    )
     .await;
     assert!(replica.app("kept").is_some());
     let lists = fake
@@ -368,11 +375,15 @@ async fn only_the_leader_writes_and_every_replica_serves_status() {
 
     // The old holder's lease expires: exactly one replica takes over and finishes the stop.
     fake.put("leases", held("2020-01-01T00:00:00Z".to_owned()));
-    wait_until("the stop edits are applied by the new leader", || {
-        fake.get("services", "apps", "app").is_some_and(|s| {
-            s["metadata"]["labels"]["networking.knative.dev/visibility"] == "cluster-local"
-        })
-    })
+    poll::until(
+        "the stop edits are applied by the new leader",
+        poll::LIMIT,
+        || {
+            fake.get("services", "apps", "app").is_some_and(|s| {
+                s["metadata"]["labels"]["networking.knative.dev/visibility"] == "cluster-local"
+            })
+        },
+    )
     .await;
     let leaders: Vec<bool> = replicas.iter().map(|r| *r.leader.borrow()).collect();
     assert_eq!(leaders.iter().filter(|l| **l).count(), 1, "{leaders:?}");
@@ -416,7 +427,7 @@ async fn a_slow_write_for_one_app_does_not_hold_back_another_apps_status() {
     fake.delay_writes("services", "apps", "slow", Duration::from_secs(5));
     let replica = Replica::start(&fake, "replica-a", true);
     replica.wait_synced().await;
-    wait_until("the write to slow is held by the API", || {
+    poll::until("the write to slow is held by the API", poll::LIMIT, || {
         !fake.requests_to(Method::PUT, "services").is_empty()
     })
     .await;
@@ -455,7 +466,7 @@ async fn a_slow_write_for_one_app_does_not_hold_back_another_apps_status() {
     );
 
     // The held write still lands, once.
-    wait_until("slow's stop edits land", || {
+    poll::until("slow's stop edits land", poll::LIMIT, || {
         fake.get("services", "apps", "slow").is_some_and(|s| {
             s["metadata"]["labels"]["networking.knative.dev/visibility"] == "cluster-local"
         })

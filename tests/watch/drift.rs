@@ -14,7 +14,7 @@ use ksvc_webhook::watch::hub::AppRecord;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use support::status_api::{self, get};
-use support::{FakeApi, Replica, wait_until};
+use support::{FakeApi, Replica, poll};
 
 pub(crate) const SHIPPER: &str = "default: [log-shipper]\ntemplates:\n  log-shipper:\n    containers:\n      - name: log-shipper\n        image: fluent/fluent-bit:3.1.9\n";
 
@@ -204,7 +204,7 @@ async fn a_catalogue_bump_and_an_opt_out_are_seen_within_one_evaluation() {
     replica
         .policy
         .store(Arc::new(catalogue(&SHIPPER.replace("3.1.9", "3.2.0"))));
-    wait_until("the bumped sidecar is stale", || {
+    poll::until("the bumped sidecar is stale", poll::LIMIT, || {
         reasons(&replica.app("shipped-proj-dev").unwrap()) == [Reason::StaleSidecars]
     })
     .await;
@@ -220,9 +220,11 @@ async fn a_catalogue_bump_and_an_opt_out_are_seen_within_one_evaluation() {
         "namespaces",
         json!({"metadata": {"name": "apps", "labels": {"ksvc-webhook.flyte.org/inject": "disabled"}}}),
     );
-    wait_until("the opted-out namespace's apps are excluded", || {
-        reasons(&replica.app("shipped-proj-dev").unwrap()) == [Reason::Excluded]
-    })
+    poll::until(
+        "the opted-out namespace's apps are excluded",
+        poll::LIMIT,
+        || reasons(&replica.app("shipped-proj-dev").unwrap()) == [Reason::Excluded],
+    )
     .await;
     assert_eq!(gauge(&scrape(&replica), Reason::Excluded), 2);
     no_service_writes(&fake);

@@ -14,7 +14,7 @@ use axum::http::Method;
 use ksvc_webhook::admission::Policy;
 use ksvc_webhook::watch::readmit::wave::{Mode, Settings};
 use serde_json::{Value, json};
-use support::{FakeApi, Replica, wait_until};
+use support::{FakeApi, Replica, poll};
 
 use super::drift::{
     SHIPPER, admitted, before_the_webhook, catalogue, reasons, scrape, would_reject,
@@ -123,7 +123,7 @@ async fn every_fixable_app_converges_once_through_admission_at_the_pace_set() {
     let mut most_in_flight = 0;
     let mut states = std::collections::BTreeSet::new();
     let fixed = ["fix-a-proj-dev", "fix-b-proj-dev", "fix-c-proj-dev"];
-    wait_until("every fixable app converged", || {
+    poll::until("every fixable app converged", poll::LIMIT, || {
         most_in_flight = most_in_flight.max(replica.metrics.readmit_in_flight.get());
         let records = replica.hub.list(&Default::default());
         states.extend(records.into_iter().filter_map(|r| r.drift.readmit));
@@ -172,7 +172,10 @@ async fn every_fixable_app_converges_once_through_admission_at_the_pace_set() {
         assert!(next >= settled, "started before {app} was Ready");
     }
     // Events are recorded off the loop, after the step that counted the app converged.
-    wait_until("an Event on each", || events(&fake, "Readmitted") == 3).await;
+    poll::until("an Event on each", poll::LIMIT, || {
+        events(&fake, "Readmitted") == 3
+    })
+    .await;
     assert_eq!(events(&fake, "ReadmitFailed"), 0);
 }
 
@@ -197,7 +200,7 @@ async fn a_catalogue_bump_converges_the_apps_with_the_old_sidecar() {
     let v2 = catalogue(&SHIPPER.replace("3.1.9", "3.2.0"));
     fake.admit_with(v2.clone());
     replica.policy.store(Arc::new(v2));
-    wait_until("both apps carry the new sidecar", || {
+    poll::until("both apps carry the new sidecar", poll::LIMIT, || {
         ["one", "two"].iter().all(|app| {
             let stored = fake
                 .get("services", "apps", &format!("{app}-proj-dev"))
@@ -227,7 +230,7 @@ async fn failing_revisions_pause_the_wave_until_the_policy_changes() {
     let _knative = fake.knative(Duration::from_millis(10));
     let (_tx, replica) = leading(&fake, "r1", policy, settings(20));
     replica.wait_synced().await;
-    wait_until("the wave paused", || {
+    poll::until("the wave paused", poll::LIMIT, || {
         replica.metrics.readmit_paused.get() == 1
     })
     .await;
@@ -245,10 +248,16 @@ async fn failing_revisions_pause_the_wave_until_the_policy_changes() {
         ),
         3
     );
-    wait_until("an Event on each", || events(&fake, "ReadmitFailed") == 3).await;
+    poll::until("an Event on each", poll::LIMIT, || {
+        events(&fake, "ReadmitFailed") == 3
+    })
+    .await;
 
     replica.policy.store(Arc::new(Policy::default()));
-    wait_until("the wave resumed", || written(&fake).len() == 4).await;
+    poll::until("the wave resumed", poll::LIMIT, || {
+        written(&fake).len() == 4
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -266,7 +275,7 @@ async fn a_conflict_is_retried_and_a_platform_writers_sha_survives() {
     let _knative = fake.knative(Duration::from_millis(10));
     let (_tx, replica) = leading(&fake, "r1", policy, settings(20));
     replica.wait_synced().await;
-    wait_until("the app converged", || {
+    poll::until("the app converged", poll::LIMIT, || {
         replica
             .app("platform-proj-dev")
             .is_some_and(|r| reasons(&r).is_empty())
@@ -312,11 +321,15 @@ async fn labelled_acts_only_in_namespaces_labelled_for_it() {
     };
     let (_tx, replica) = leading(&fake, "r1", policy, labelled);
     replica.wait_synced().await;
-    wait_until("the labelled namespace's app converged", || {
-        fake.get("services", "in", "app-proj-dev").unwrap()["metadata"]["annotations"]
+    poll::until(
+        "the labelled namespace's app converged",
+        poll::LIMIT,
+        || {
+            fake.get("services", "in", "app-proj-dev").unwrap()["metadata"]["annotations"]
             ["flyte.org/spec-sha"]
             .is_string()
-    })
+        },
+    )
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let out = fake.get("services", "out", "app-proj-dev").unwrap();

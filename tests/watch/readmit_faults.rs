@@ -15,7 +15,7 @@ use ksvc_webhook::watch::readmit::args::ReadmitArgs;
 use ksvc_webhook::watch::readmit::wave::{Mode, Settings};
 use serde_json::json;
 use support::fake_api::Fault;
-use support::{FakeApi, Replica, wait_until};
+use support::{FakeApi, Replica, poll};
 
 use super::drift::{before_the_webhook, reasons, scrape};
 use super::readmit::{CONVERGED, counter, leading, puts, settings, written};
@@ -62,20 +62,24 @@ async fn a_leader_killed_mid_wave_leaves_the_other_replica_to_finish_without_wri
         )
     };
     let first = serve("replica-a");
-    wait_until("replica-a leads", || *first.leader.borrow()).await;
+    poll::until("replica-a leads", poll::LIMIT, || *first.leader.borrow()).await;
     let second = serve("replica-b");
     second.wait_synced().await;
     // No Knative yet: the app the first leader writes stays not Ready.
-    wait_until("the first leader wrote an app", || {
+    poll::until("the first leader wrote an app", poll::LIMIT, || {
         !written(&fake).is_empty()
     })
     .await;
     let (in_flight, _) = written(&fake).into_iter().next().unwrap();
-    wait_until("the other replica's cache shows the write", || {
-        second
-            .app(&in_flight)
-            .is_some_and(|r| reasons(&r).is_empty())
-    })
+    poll::until(
+        "the other replica's cache shows the write",
+        poll::LIMIT,
+        || {
+            second
+                .app(&in_flight)
+                .is_some_and(|r| reasons(&r).is_empty())
+        },
+    )
     .await;
 
     first.kill();
@@ -84,13 +88,15 @@ async fn a_leader_killed_mid_wave_leaves_the_other_replica_to_finish_without_wri
         held["spec"]["holderIdentity"], "replica-a",
         "a kill releases nothing"
     );
-    wait_until("replica-b leads once the Lease expired", || {
-        *second.leader.borrow()
-    })
+    poll::until(
+        "replica-b leads once the Lease expired",
+        poll::LIMIT,
+        || *second.leader.borrow(),
+    )
     .await;
     // It takes the unsettled app in flight from what the cluster says, and starts nothing else
     // while that app's Revision is not Ready.
-    wait_until("replica-b counts the app in flight", || {
+    poll::until("replica-b counts the app in flight", poll::LIMIT, || {
         second.metrics.readmit_in_flight.get() == 1
     })
     .await;
@@ -104,7 +110,7 @@ async fn a_leader_killed_mid_wave_leaves_the_other_replica_to_finish_without_wri
     assert_eq!(writes[&in_flight].len(), 1, "written again: {writes:?}");
 
     let knative = fake.knative(Duration::from_millis(50));
-    wait_until("replica-b converged every app", || {
+    poll::until("replica-b converged every app", poll::LIMIT, || {
         apps.iter()
             .all(|app| second.app(app).is_some_and(|r| reasons(&r).is_empty()))
             && counter(&scrape(&second), CONVERGED) >= 3
@@ -141,7 +147,7 @@ async fn an_unreachable_api_server_holds_the_wave_and_loses_nothing_in_flight() 
     let (_tx, replica) = leading(&fake, "r1", policy, paced);
     replica.wait_synced().await;
     // No Knative yet: the app written stays not Ready.
-    wait_until("an app written", || !written(&fake).is_empty()).await;
+    poll::until("an app written", poll::LIMIT, || !written(&fake).is_empty()).await;
     fake.unreachable(true);
     let down = Instant::now();
     let (in_flight, _) = written(&fake).into_iter().next().unwrap();
@@ -155,7 +161,7 @@ async fn an_unreachable_api_server_holds_the_wave_and_loses_nothing_in_flight() 
     fake.unreachable(false);
     let up = Instant::now();
     let knative = fake.knative(Duration::from_millis(100));
-    wait_until("every app converged", || {
+    poll::until("every app converged", poll::LIMIT, || {
         counter(
             &scrape(&replica),
             "ksvc_webhook_readmit_total{result=\"converged\"}",
@@ -207,7 +213,7 @@ async fn a_leader_whose_cache_is_behind_never_writes_an_app_again() {
     fake.block_watches(true);
     fake.disconnect_watches();
     first_tx.send_replace(true);
-    wait_until("the first leader wrote an app", || {
+    poll::until("the first leader wrote an app", poll::LIMIT, || {
         written(&fake).len() == 1
     })
     .await;
@@ -225,11 +231,14 @@ async fn a_leader_whose_cache_is_behind_never_writes_an_app_again() {
             .count()
     };
     let before = reads(&fake);
-    wait_until("the new leader tried it", || reads(&fake) >= before + 2).await;
+    poll::until("the new leader tried it", poll::LIMIT, || {
+        reads(&fake) >= before + 2
+    })
+    .await;
     assert_eq!(written(&fake)[&app].len(), 1, "written twice");
     let _knative = fake.knative(Duration::from_millis(10));
     fake.block_watches(false);
-    wait_until("the new leader sees it converged", || {
+    poll::until("the new leader sees it converged", poll::LIMIT, || {
         second
             .app("s1-proj-dev")
             .is_some_and(|r| reasons(&r).is_empty())
@@ -257,13 +266,13 @@ async fn a_webhook_in_the_chain_that_cannot_be_called_trips_the_breaker() {
     fake.inject("update", "services", None, broken, 100);
     let (_tx, replica) = leading(&fake, "r1", policy, settings(20));
     replica.wait_synced().await;
-    wait_until("the wave paused", || {
+    poll::until("the wave paused", poll::LIMIT, || {
         replica.metrics.readmit_paused.get() == 1
     })
     .await;
     let refused = "ksvc_webhook_readmit_total{result=\"refused\"}";
     assert_eq!(counter(&scrape(&replica), refused), 3);
-    wait_until("a ReadmitFailed Event on each", || {
+    poll::until("a ReadmitFailed Event on each", poll::LIMIT, || {
         fake.all("events")
             .iter()
             .filter(|e| e["reason"] == "ReadmitFailed")

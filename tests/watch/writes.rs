@@ -16,7 +16,7 @@ use ksvc_webhook::watch::plan::Action;
 use ksvc_webhook::watch::status::{AppStatus, Phase};
 use ksvc_webhook::watch::view::KService;
 use ksvc_webhook::watch::writes::{Job, Transition, Writer};
-use support::{FakeApi, ksvc, revision, wait_until};
+use support::{FakeApi, ksvc, poll, revision};
 use tokio::sync::watch;
 
 const HELD: Duration = Duration::from_millis(300);
@@ -88,7 +88,7 @@ async fn hold_stop_edits(writes: &mut Writes, fake: &FakeApi, app: &Arc<KService
         &key(app.name()),
         Some(job(app, vec![Action::ApplyStopEdits], None)),
     );
-    wait_until("the write is held by the API", || {
+    poll::until("the write is held by the API", poll::LIMIT, || {
         !fake.requests_to(Method::PUT, "services").is_empty()
     })
     .await;
@@ -171,7 +171,7 @@ async fn a_replica_that_loses_the_lease_mid_job_stops_writing() {
         &key("app"),
         Some(job(&app, vec![Action::ApplyStopEdits, delete], None)),
     );
-    wait_until("the first write is held by the API", || {
+    poll::until("the first write is held by the API", poll::LIMIT, || {
         !fake.requests_to(Method::PUT, "services").is_empty()
     })
     .await;

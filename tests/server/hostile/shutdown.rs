@@ -10,6 +10,7 @@ use ksvc_webhook::server::routes::BODY_LIMIT;
 use super::attack;
 use super::served::Served;
 use support::harness::{self, SERVER_NAME};
+use support::poll;
 use support::{FakeApi, ksvc};
 
 const LEASE: (&str, &str) = ("ksvc-system", "ksvc-webhook-watch");
@@ -40,12 +41,12 @@ async fn sigterm_ends_streams_drops_stalled_uploads_and_releases_the_lease_withi
         let lease = fake.get("leases", LEASE.0, LEASE.1);
         lease.is_some_and(|l| l["spec"]["holderIdentity"] == "replica-a")
     };
-    assert!(harness::eventually(1500, || async { leads() }).await);
+    // Start-up runs a real election and a first list: a wider bound than the others.
+    let start = Duration::from_secs(30);
+    poll::until("replica-a leads", start, leads).await;
     let s = &served;
-    let synced = harness::eventually(1500, || async move {
-        s.h1().await.get("/apps").await.0 == StatusCode::OK
-    });
-    assert!(synced.await, "the status API never served the cache");
+    let synced = || async move { s.h1().await.get("/apps").await.0 == StatusCode::OK };
+    poll::until_async("the status API serves the cache", start, synced).await;
 
     let mut watcher = served.h1().await;
     let stream = tokio::spawn(async move {
@@ -57,11 +58,11 @@ async fn sigterm_ends_streams_drops_stalled_uploads_and_releases_the_lease_withi
     });
     let upload = tokio::spawn(attack::stalled(served.h1().await, BODY_LIMIT));
     // The upload holds its body (the budget says so) before the signal.
-    let held = harness::eventually(500, || async move {
+    let held = || async move {
         let (_, text) = s.h1().await.get("/metrics").await;
         text.contains(&format!("ksvc_webhook_admission_body_bytes {BODY_LIMIT}"))
-    });
-    assert!(held.await);
+    };
+    poll::until_async("the upload holds its body", poll::LIMIT, held).await;
 
     served.sigterm();
     let signalled = Instant::now();

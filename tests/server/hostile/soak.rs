@@ -22,6 +22,7 @@ use serde_json::json;
 use super::attack::{self, one_review};
 use super::served::{Served, mib};
 use support::harness::{self, Conn, SERVER_NAME};
+use support::poll;
 use support::{FakeApi, ksvc};
 
 /// Answers by attack and status, shared by the attackers.
@@ -298,10 +299,11 @@ async fn soak_every_attack_at_once_while_reviews_keep_succeeding() {
     let args = ["--http2", "--max-connections=64", "--pod-name=soak"];
     let served = Served::start(&args, Some(&fake));
     let s = &served;
-    let synced = harness::eventually(1500, || async move {
+    let synced = || async move {
         s.h1().await.send(get("/apps", "t-viewer")).await.unwrap().0 == StatusCode::OK
-    });
-    assert!(synced.await, "the status API never served the cache");
+    };
+    let start = Duration::from_secs(30);
+    poll::until_async("the status API serves the cache", start, synced).await;
     assert!(
         one_review(&mut served.h1().await, "warm-up")
             .await

@@ -11,7 +11,7 @@ use ksvc_webhook::server::routes::BODY_LIMIT;
 
 use super::attack::{self, Ended, one_review};
 use super::served::{Served, mib};
-use support::harness;
+use support::{harness, poll};
 
 /// The request deadline of these tests.
 const DEADLINE: Duration = Duration::from_secs(3);
@@ -42,16 +42,15 @@ async fn under_attack(
 ) {
     let mut kube = served.h1().await;
     let s = served;
-    let held = harness::eventually(500, || async move {
+    let held = || async move {
         let (_, text) = s.h1().await.get("/metrics").await;
         text.lines().any(|l| {
             l.strip_prefix("ksvc_webhook_admission_body_bytes ")
                 .and_then(|v| v.parse::<usize>().ok())
                 .is_some_and(|v| v >= HELD * BODY_LIMIT)
         })
-    })
-    .await;
-    assert!(held, "the stalled uploads never held the budget");
+    };
+    poll::until_async("the stalled uploads hold the budget", poll::LIMIT, held).await;
     for i in 0..10 {
         let took = one_review(&mut kube, &format!("kube-{i}")).await;
         assert!(took.is_some(), "a review failed while the budget was held");
