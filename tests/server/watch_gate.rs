@@ -1,67 +1,25 @@
-//! Admission readiness is admission's: the real binary, with a watch loop whose API server never
-//! answers or refuses every list, is ready and answers reviews, while `/apps` answers 503.
+//! Admission readiness is admission's: the real binary, with a watch loop whose API server (the
+//! fake, through its fault injection) never answers or refuses every list, is ready and answers
+//! reviews, while `/apps` answers 503.
 
-use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use axum::http::{StatusCode as AxumStatus, Uri};
-use axum::response::IntoResponse;
+use axum::http::Method;
 use hyper::StatusCode;
-use serde_json::json;
 
 use crate::cli::{BIN, certs, listen_addr, stdout_lines};
+use support::FakeApi;
+use support::fake_api::Fault;
 use support::harness::{self, KillOnDrop, review};
 use support::poll;
 
-/// An API server that accepts connections and never answers; counts the connections.
-async fn silent_api() -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            held.push(socket);
-        }
-    });
-    (addr, accepted)
-}
-
-/// An API server that answers the version probe and refuses everything else with 403, as an API
-/// server does when the ServiceAccount lacks RBAC; counts the refused lists of KServices.
-async fn denying_api() -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let denied = Arc::new(AtomicUsize::new(0));
-    let count = denied.clone();
-    let app = axum::Router::new()
-        .route(
-            "/version",
-            axum::routing::get(|| async { axum::Json(json!({"major": "1", "minor": "35"})) }),
-        )
-        .fallback(move |uri: Uri| {
-            let count = count.clone();
-            async move {
-                if uri.path().ends_with("/services") {
-                    count.fetch_add(1, Ordering::SeqCst);
-                }
-                let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                    "status": "Failure", "reason": "Forbidden", "code": 403,
-                    "message": format!("forbidden: cannot get {}", uri.path())});
-                (AxumStatus::FORBIDDEN, axum::Json(status)).into_response()
-            }
-        });
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (addr, denied)
-}
-
-/// Start `serve` against the API server at `api`; once the loop has tried it (`tried` counts
-/// above zero), admission must be ready and answer while `/apps` refuses.
-async fn admission_ready_while_the_loop_cannot_sync(api: SocketAddr, tried: Arc<AtomicUsize>) {
+/// Start `serve` against the fake, whose lists of the loop's resources all get `fault`; once the
+/// loop has asked for the KServices, admission must be ready and answer while `/apps` refuses.
+async fn admission_ready_while_the_loop_cannot_sync(fault: Fault) {
+    let fake = FakeApi::start().await;
+    for resource in ["services", "revisions", "namespaces"] {
+        fake.inject("list", resource, None, fault, u32::MAX);
+    }
     let dir = tempfile::tempdir().unwrap();
     let tls = certs(dir.path());
     let ca = std::fs::read_to_string(tls.join("ca.crt")).unwrap();
@@ -75,24 +33,15 @@ async fn admission_ready_while_the_loop_cannot_sync(api: SocketAddr, tried: Arc<
         .arg("--tls-dir")
         .arg(&tls)
         .arg("--kubeconfig")
-        .arg(support::kubeconfig(
-            &format!("http://{api}"),
-            "system",
-            dir.path(),
-        ))
+        .arg(fake.kubeconfig(dir.path()))
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(Some(child));
     let addr = listen_addr(&mut stdout_lines(&mut child));
-    let reached = || tried.load(Ordering::SeqCst) > 0;
-    poll::until(
-        "the watch loop reaches the API server",
-        poll::LIMIT,
-        reached,
-    )
-    .await;
+    let asked = || !fake.requests_to(Method::GET, "services").is_empty();
+    poll::until("the watch loop asks for the KServices", poll::LIMIT, asked).await;
 
     let mut conn = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
     assert_eq!(conn.get("/readyz").await, (StatusCode::OK, "ok\n".into()));
@@ -110,13 +59,12 @@ async fn admission_ready_while_the_loop_cannot_sync(api: SocketAddr, tried: Arc<
 }
 
 #[tokio::test]
-async fn an_api_server_that_never_answers_does_not_hold_admission_readiness() {
-    let (api, accepted) = silent_api().await;
-    admission_ready_while_the_loop_cannot_sync(api, accepted).await;
+async fn an_api_server_that_never_answers_a_list_does_not_hold_admission_readiness() {
+    admission_ready_while_the_loop_cannot_sync(Fault::Hang).await;
 }
 
+/// 403, as an API server answers when the ServiceAccount lacks RBAC.
 #[tokio::test]
 async fn an_api_server_that_denies_every_list_does_not_hold_admission_readiness() {
-    let (api, denied) = denying_api().await;
-    admission_ready_while_the_loop_cannot_sync(api, denied).await;
+    admission_ready_while_the_loop_cannot_sync(Fault::Status(403)).await;
 }
