@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader, Lines};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,26 +23,11 @@ async fn sigterm_fails_readiness_drains_and_exits_cleanly() {
     let certs = certs(dir.path());
     let ca = std::fs::read_to_string(certs.join("ca.crt")).unwrap();
 
-    let child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--drain-period",
-            "2s",
-            // No cluster here: serve the generated files, without the watch loop (its state
-            // never gates readiness; see watch_gate.rs for serve with an unreachable cluster).
-            "--self-managed-certs=false",
-            "--no-watch",
-            "--tls-dir",
-        ])
-        .arg(&certs)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(Some(child));
-    let addr = listen_addr(&mut stdout_lines(&mut child));
+    // No cluster here: serve the generated files, without the watch loop (its state never
+    // gates readiness; see watch_gate.rs for serve with an unreachable cluster).
+    let mut serve = serve("127.0.0.1:0", &certs);
+    serve.args(["--no-watch", "--drain-period", "2s"]);
+    let (mut child, _, addr) = started(serve);
     let mut conn = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
     let sent = review("cli-1", 10);
     let (status, body) = conn.review(sent.clone()).await.unwrap();
@@ -97,22 +83,9 @@ async fn ctrl_c_skips_the_drain_and_listen_takes_a_bare_port() {
         .local_addr()
         .unwrap()
         .port();
-    let child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            &format!(":{port}"),
-            "--drain-period",
-            "60s",
-        ])
-        .args(["--self-managed-certs=false", "--no-watch", "--tls-dir"])
-        .arg(&certs)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(Some(child));
-    let addr = listen_addr(&mut stdout_lines(&mut child));
+    let mut serve = serve(&format!(":{port}"), &certs);
+    serve.args(["--no-watch", "--drain-period", "60s"]);
+    let (mut child, _, addr) = started(serve);
     assert_eq!(
         addr.to_string(),
         format!("0.0.0.0:{port}"),
@@ -175,25 +148,49 @@ pub(crate) fn stdout_lines(child: &mut KillOnDrop) -> Lines<BufReader<ChildStdou
     BufReader::new(child.get().stdout.take().unwrap()).lines()
 }
 
+/// `serve` on `listen` with the pair in `certs` and the default log filter, stdout piped; the
+/// caller adds what its test needs (`--no-watch` without a cluster).
+pub(crate) fn serve(listen: &str, certs: &Path) -> Command {
+    let mut serve = Command::new(BIN);
+    serve
+        .args(["serve", "--listen", listen, "--self-managed-certs=false"])
+        .arg("--tls-dir")
+        .arg(certs)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped());
+    serve
+}
+
+/// `serve` started: the child, its stdout lines after the address, and the address.
+pub(crate) fn started(
+    mut serve: Command,
+) -> (KillOnDrop, Lines<BufReader<ChildStdout>>, SocketAddr) {
+    let mut child = KillOnDrop(Some(serve.spawn().unwrap()));
+    let mut stdout = stdout_lines(&mut child);
+    let addr = listen_addr(&mut stdout);
+    (child, stdout, addr)
+}
+
+/// The first `admission decision` line of `stdout`.
+async fn decision_line(stdout: Lines<BufReader<ChildStdout>>) -> String {
+    let find = move || {
+        stdout
+            .map_while(Result::ok)
+            .find(|l| l.contains("admission decision"))
+    };
+    let line = tokio::task::spawn_blocking(find).await.unwrap();
+    line.expect("serve exited before logging a decision")
+}
+
 #[tokio::test]
 async fn an_unreachable_cluster_is_said_once_at_warn_and_never_as_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let certs = certs(dir.path());
     // Nothing listens on port 9: every connect is refused.
     let kubeconfig = support::kubeconfig("http://127.0.0.1:9", "system", dir.path());
-    let child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--self-managed-certs=false",
-        ])
+    let child = serve("127.0.0.1:0", &certs)
         .arg("--kubeconfig")
         .arg(&kubeconfig)
-        .arg("--tls-dir")
-        .arg(&certs)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(Some(child));
@@ -243,17 +240,9 @@ async fn an_unreachable_cluster_is_said_once_at_warn_and_never_as_an_error() {
 async fn the_decision_line_names_the_api_servers_trace() {
     let dir = tempfile::tempdir().unwrap();
     let certs = certs(dir.path());
-    let child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
-        .args(["--self-managed-certs=false", "--no-watch", "--tls-dir"])
-        .arg(&certs)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(Some(child));
-    let mut stdout = stdout_lines(&mut child);
-    let addr = listen_addr(&mut stdout);
+    let mut serve = serve("127.0.0.1:0", &certs);
+    serve.args(["--no-watch", "--log-format", "json"]);
+    let (_child, stdout, addr) = started(serve);
     let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let span = "00f067aa0ba902b7";
     let sent = Command::new("curl")
@@ -267,14 +256,7 @@ async fn the_decision_line_names_the_api_servers_trace() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&sent.stdout).contains("\"allowed\":true"));
-    let line = tokio::task::spawn_blocking(move || {
-        stdout
-            .map_while(Result::ok)
-            .find(|l| l.contains("admission decision"))
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    let line = decision_line(stdout).await;
     assert!(
         line.contains(&format!("\"trace_id\":\"{trace}\"")),
         "{line}"
@@ -305,29 +287,14 @@ async fn decision_lines_hold_the_reviews_strings_in_either_format() {
         sent["request"][field] = value.into();
     }
     for format in ["json", "plain"] {
-        let child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--log-format", format])
-            .args(["--self-managed-certs=false", "--no-watch", "--tls-dir"])
-            .arg(&certs)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut child = KillOnDrop(Some(child));
-        let mut stdout = stdout_lines(&mut child);
-        let addr = listen_addr(&mut stdout);
+        let mut serve = serve("127.0.0.1:0", &certs);
+        serve.args(["--no-watch", "--log-format", format]);
+        let (_child, stdout, addr) = started(serve);
         let mut conn = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
         let body = serde_json::to_vec(&sent).unwrap();
         let (status, _) = conn.review(body).await.unwrap();
         assert_eq!(status, StatusCode::OK);
-        let line = tokio::task::spawn_blocking(move || {
-            stdout
-                .map_while(Result::ok)
-                .find(|l| l.contains("admission decision"))
-        })
-        .await
-        .unwrap()
-        .unwrap();
+        let line = decision_line(stdout).await;
         for (field, value) in fields {
             match format {
                 "json" => {

@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::trace::v1::{Span, span::SpanKind};
 use prost::Message;
 
-use super::cli::{BIN, certs, listen_addr, stdout_lines};
+use super::cli::{self, certs, started};
 use support::harness::{self, Conn, KillOnDrop};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -116,20 +116,13 @@ fn serve(collector: SocketAddr) -> Served {
 /// `serve` with its certificates in `certs` (under `dir`), exporting to `endpoint`; the system
 /// CAs it trusts are `certs/ca.crt` alone (`SSL_CERT_FILE`).
 fn serve_in(dir: tempfile::TempDir, certs: &Path, endpoint: &str) -> Served {
-    let child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--drain-period", "0s"])
-        .args(["--self-managed-certs=false", "--no-watch", "--tls-dir"])
-        .arg(certs)
+    let mut serve = cli::serve("127.0.0.1:0", certs);
+    serve
+        .args(["--no-watch", "--drain-period", "0s"])
         .env("KSVC_WEBHOOK_OTLP_ENDPOINT", endpoint)
         .env("SSL_CERT_FILE", certs.join("ca.crt"))
-        .env_remove("SSL_CERT_DIR")
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(Some(child));
-    let mut stdout = stdout_lines(&mut child);
-    let addr = listen_addr(&mut stdout);
+        .env_remove("SSL_CERT_DIR");
+    let (child, stdout, addr) = started(serve);
     let (tx, lines) = std::sync::mpsc::channel();
     std::thread::spawn(move || stdout.map_while(Result::ok).try_for_each(|l| tx.send(l)));
     let ca = std::fs::read_to_string(certs.join("ca.crt")).unwrap();

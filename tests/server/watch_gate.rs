@@ -2,15 +2,13 @@
 //! fake, through its fault injection) never answers or refuses every list, is ready and answers
 //! reviews, while `/apps` answers 503.
 
-use std::process::{Command, Stdio};
-
 use axum::http::Method;
 use hyper::StatusCode;
 
-use crate::cli::{BIN, certs, listen_addr, stdout_lines};
+use crate::cli::{certs, serve, started};
 use support::FakeApi;
 use support::fake_api::Fault;
-use support::harness::{self, KillOnDrop, review};
+use support::harness::{self, review};
 use support::poll;
 
 /// Start `serve` against the fake, whose lists of the loop's resources all get `fault`; once the
@@ -23,23 +21,9 @@ async fn admission_ready_while_the_loop_cannot_sync(fault: Fault) {
     let dir = tempfile::tempdir().unwrap();
     let tls = certs(dir.path());
     let ca = std::fs::read_to_string(tls.join("ca.crt")).unwrap();
-    let child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--self-managed-certs=false",
-        ])
-        .arg("--tls-dir")
-        .arg(&tls)
-        .arg("--kubeconfig")
-        .arg(fake.kubeconfig(dir.path()))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(Some(child));
-    let addr = listen_addr(&mut stdout_lines(&mut child));
+    let mut serve = serve("127.0.0.1:0", &tls);
+    serve.arg("--kubeconfig").arg(fake.kubeconfig(dir.path()));
+    let (_child, _, addr) = started(serve);
     let asked = || !fake.requests_to(Method::GET, "services").is_empty();
     poll::until("the watch loop asks for the KServices", poll::LIMIT, asked).await;
 
