@@ -13,9 +13,10 @@ use ksvc_webhook::certmgr::{self, CertArgs, Manager};
 use serde_json::{Value, json};
 use tracing::instrument::WithSubscriber;
 
-use crate::common::{Logs, Outcome, report, since_fault};
+use crate::common::{Logs, Outcome, report};
 use support::FakeApi;
 use support::fake_api::Fault;
+use support::harness::trusted;
 
 pub const NS: &str = "ksvc-system";
 pub const SECRET: &str = "ksvc-webhook-certs";
@@ -65,35 +66,15 @@ pub fn bundles(fake: &FakeApi) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Whether kube-apiserver, trusting `bundle`, accepts `cert_pem` for the Service's name now
-/// (a real rustls/webpki chain verification).
-pub fn trusted(bundle: &[u8], cert_pem: &str) -> bool {
-    use rustls::client::danger::ServerCertVerifier;
-    use rustls::pki_types::{ServerName, UnixTime};
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in rustls_pemfile::certs(&mut &bundle[..]) {
-        roots.add(ca.unwrap()).unwrap();
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let verifier =
-        rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider)
-            .build()
-            .unwrap();
-    let Some(Ok(leaf)) = rustls_pemfile::certs(&mut cert_pem.as_bytes()).next() else {
-        return false;
-    };
-    let name = ServerName::try_from("ksvc-webhook.ksvc-system.svc").unwrap();
-    verifier
-        .verify_server_cert(&leaf, &[], &name, &[], UnixTime::now())
-        .is_ok()
-}
-
 /// The certificate the server would serve from `dir` chains to every published bundle.
 pub fn serves_a_trusted_chain(fake: &FakeApi, dir: &std::path::Path) -> bool {
     let Ok(cert) = std::fs::read_to_string(dir.join("tls.crt")) else {
         return false;
     };
-    bundles(fake).iter().all(|b| trusted(b, &cert))
+    let now = time::OffsetDateTime::now_utc();
+    bundles(fake)
+        .iter()
+        .all(|b| trusted(b, &cert, now) == Some(true))
 }
 
 /// Whether the fault makes the bootstrap attempt fail (and be retried after a backoff step).
@@ -173,13 +154,7 @@ async fn row(verb: &'static str, resource: &'static str, fault: Fault) -> Outcom
         (false, Fault::Throttled) => Duration::from_secs(1),
         (false, _) => Duration::ZERO,
     };
-    Outcome {
-        call,
-        fault,
-        recovered_in: since_fault(&fake, recovered),
-        bound,
-        warns,
-    }
+    Outcome::measured(call, fault, &fake, recovered, bound, warns)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use ksvc_webhook::cluster::lease::{self, LeaseOptions};
 use tokio::sync::watch;
 use tracing::instrument::WithSubscriber;
 
-use crate::common::{Logs, Outcome, report, since_fault};
+use crate::common::{Logs, Outcome, report};
 use support::FakeApi;
 use support::fake_api::Fault;
 use support::poll::until;
@@ -139,13 +139,7 @@ async fn row(verb: &'static str, fault: Fault) -> Outcome {
         (false, Fault::Status(404)) => opts.retry_every,
         (false, _) => Duration::ZERO,
     };
-    Outcome {
-        call,
-        fault,
-        recovered_in: since_fault(&fake, recovered),
-        bound,
-        warns,
-    }
+    Outcome::measured(call, fault, &fake, recovered, bound, warns)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -103,6 +103,27 @@ mod common {
         pub warns: usize,
     }
 
+    impl Outcome {
+        /// The row of `call` under `fault`, recovered at `recovered`: measured from the fake's
+        /// last faulted request.
+        pub fn measured(
+            call: String,
+            fault: Fault,
+            fake: &support::FakeApi,
+            recovered: Instant,
+            bound: Duration,
+            warns: usize,
+        ) -> Self {
+            Self {
+                call,
+                fault,
+                recovered_in: since_fault(fake, recovered),
+                bound,
+                warns,
+            }
+        }
+    }
+
     /// Time from the fault's last hit to `recovered`.
     pub fn since_fault(fake: &support::FakeApi, recovered: Instant) -> Duration {
         let last = fake.last_fault_at().expect("the fault was served");

@@ -19,7 +19,7 @@ use ksvc_webhook::watch::metrics::Metrics;
 use tokio::sync::watch;
 use tracing::instrument::WithSubscriber;
 
-use crate::common::{Logs, Outcome, report, since_fault};
+use crate::common::{Logs, Outcome, report};
 use support::fake_api::Fault;
 use support::poll::until;
 use support::{FakeApi, ksvc, revision};
@@ -324,13 +324,8 @@ async fn row(verb: &'static str, resource: &'static str, fault: Fault) -> Outcom
         until(&ready, limit, || replica.synced()).await;
         assert!(replica.app("app"), "{}: status is still served", row.name);
     }
-    Outcome {
-        call: format!("{resource} {verb}"),
-        fault,
-        recovered_in: since_fault(&fake, recovered),
-        bound: row.bound(),
-        warns: row.check_logs(&logs),
-    }
+    let (call, warns) = (format!("{resource} {verb}"), row.check_logs(&logs));
+    Outcome::measured(call, fault, &fake, recovered, row.bound(), warns)
 }
 
 /// Watch requests made on `resource`.
