@@ -3,6 +3,25 @@
 //!
 //! One test binary for the folder; each module tests one part of it.
 
+/// The default log shipper every sidecar test catalogue starts with, as a literal: a file's
+/// catalogue is `concat!(shipper!(), "…its other templates…")`.
+macro_rules! shipper {
+    () => {
+        r#"
+default: [shipper]
+templates:
+  shipper:
+    containers:
+      - name: log-shipper
+        image: fluent/fluent-bit:3.1
+        env:
+          - {name: TAGS, value: "ns={{ .Namespace }},app={{ .AppName }},ksvc={{ .Name }}"}
+        volumeMounts: [{name: app-logs, mountPath: /var/log/app}]
+    volumes: [{name: app-logs, emptyDir: {}}]
+"#
+    };
+}
+
 #[cfg(test)]
 mod golden;
 #[cfg(test)]

@@ -15,16 +15,9 @@ use ksvc_webhook::json::Node;
 use serde_json::{Value, json};
 use support::admit::{admit, out, uninject};
 
-const CATALOGUE: &str = r#"
-default: [shipper]
-templates:
-  shipper:
-    containers:
-      - name: log-shipper
-        image: fluent/fluent-bit:3.1
-        volumeMounts: [{name: app-logs, mountPath: /var/log/app}]
-    volumes: [{name: app-logs, emptyDir: {}}]
-  guard:
+const CATALOGUE: &str = concat!(
+    shipper!(),
+    r#"  guard:
     fronts: {port: 4180}
     containers:
       - name: auth-proxy
@@ -35,7 +28,8 @@ templates:
     containers:
       - {name: waf, image: "waf:1", args: ["--backend=127.0.0.1:{{ .AppPort }}"]}
       - {name: waf-rules, image: "rules:1"}
-"#;
+"#
+);
 
 fn policy(text: &str, probing: bool) -> Policy {
     Policy {

@@ -15,17 +15,9 @@ use ksvc_webhook::json::edit::Editor;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-const CATALOGUE: &str = r#"
-default: [shipper]
-templates:
-  shipper:
-    containers:
-      - name: log-shipper
-        image: fluent/fluent-bit:3.1
-        env: [{name: TAGS, value: "{{ .Namespace }}/{{ .Name }}/{{ .AppName }}"}]
-        volumeMounts: [{name: app-logs, mountPath: /var/log/app}]
-    volumes: [{name: app-logs, emptyDir: {}}]
-  proxy:
+const CATALOGUE: &str = concat!(
+    shipper!(),
+    r#"  proxy:
     containers:
       - {name: auth-proxy, image: "oauth2-proxy:7", args: ["--client-id={{ .Project }}-{{ .Domain }}"]}
   metrics:
@@ -39,7 +31,8 @@ templates:
     fronts: {port: 4180}
     containers:
       - {name: front-proxy, image: "proxy:1", args: ["--upstream=127.0.0.1:{{ .AppPort }}"]}
-"#;
+"#
+);
 
 fn policy(text: &str) -> Policy {
     Policy {

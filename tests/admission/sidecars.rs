@@ -13,22 +13,13 @@ use ksvc_webhook::json::Node;
 use serde_json::{Value, json};
 use support::admit::{admit, out};
 
-pub(crate) const CATALOGUE: &str = r#"
-default: [shipper]
-templates:
-  shipper:
-    containers:
-      - name: log-shipper
-        image: fluent/fluent-bit:3.1
-        env:
-          - {name: TAGS, value: "ns={{ .Namespace }},app={{ .AppName }},ksvc={{ .Name }}"}
-        volumeMounts: [{name: app-logs, mountPath: /var/log/app}]
-    volumes:
-      - {name: app-logs, emptyDir: {}}
-  proxy:
+pub(crate) const CATALOGUE: &str = concat!(
+    shipper!(),
+    r#"  proxy:
     containers:
       - {name: auth-proxy, image: "oauth2-proxy:7", args: ["--client-id={{ .Project }}-{{ .Domain }}"]}
-"#;
+"#
+);
 
 pub(crate) fn catalogue() -> Catalogue {
     Catalogue::parse(CATALOGUE).unwrap()
