@@ -48,6 +48,14 @@ fn platform_created(p: &Policy) -> Value {
     ))
 }
 
+/// The platform's stored app, and the same with a label someone else added (`kubectl label`).
+fn stored_and_labelled(p: &Policy) -> (Value, Value) {
+    let stored = platform_created(p);
+    let mut labelled = stored.clone();
+    labelled["metadata"]["labels"]["owner"] = json!("alice");
+    (stored, labelled)
+}
+
 fn decide(
     policy: &Policy,
     op: &str,
@@ -65,6 +73,17 @@ fn decide(
     let d = support::admit::decide(request, obj, policy);
     assert!(d.allowed, "{}", d.message());
     d
+}
+
+/// The platform's one-write Stop of `running`, decided.
+fn platform_stops(p: &Policy, running: &Value) -> Decision<'static> {
+    decide(
+        p,
+        "UPDATE",
+        &platform_stop(running),
+        Some(running),
+        PLATFORM,
+    )
 }
 
 /// The platform's one-write Stop, applied as a JSON merge patch.
@@ -128,10 +147,8 @@ fn a_platform_writers_sha_is_kept_and_anyone_elses_is_computed() {
 #[test]
 fn the_sha_changes_only_when_the_user_spec_does() {
     let p = policy(false);
-    let stored = platform_created(&p);
     // `kubectl label` by someone else: the platform's value stays, so its Deploy stays a no-op.
-    let mut labelled = stored.clone();
-    labelled["metadata"]["labels"]["owner"] = json!("alice");
+    let (stored, labelled) = stored_and_labelled(&p);
     let d = decide(&p, "UPDATE", &labelled, Some(&stored), "alice");
     assert_eq!(out(&d)["metadata"]["annotations"][SHA], "platform-sha-1");
     assert!(d.patch.is_empty(), "{:?}", d.patch);
@@ -158,9 +175,7 @@ fn the_sha_changes_only_when_the_user_spec_does() {
 #[test]
 fn the_same_through_a_review_body_and_its_user_info() {
     let p = policy(false);
-    let stored = platform_created(&p);
-    let mut labelled = stored.clone();
-    labelled["metadata"]["labels"]["owner"] = json!("alice");
+    let (stored, labelled) = stored_and_labelled(&p);
     for user in ["alice", PLATFORM] {
         let body = serde_json::to_vec(&json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -181,13 +196,7 @@ fn start_after_a_one_write_stop_brings_back_the_running_app() {
     for zero in [false, true] {
         let p = policy(zero);
         let running = platform_created(&p);
-        let d = decide(
-            &p,
-            "UPDATE",
-            &platform_stop(&running),
-            Some(&running),
-            PLATFORM,
-        );
+        let d = platform_stops(&p, &running);
         let stopped = out(&d);
         let template = &stopped["spec"]["template"]["metadata"]["annotations"];
         assert_eq!(template["autoscaling.knative.dev/min-scale"], "0");
@@ -247,13 +256,7 @@ fn start_after_a_one_write_stop_brings_back_the_running_app() {
 fn a_stopping_writes_zero_initial_scale_is_dropped_with_a_reason() {
     let p = policy(false);
     let running = out(&decide(&p, "CREATE", &platform_app("s"), None, PLATFORM));
-    let d = decide(
-        &p,
-        "UPDATE",
-        &platform_stop(&running),
-        Some(&running),
-        PLATFORM,
-    );
+    let d = platform_stops(&p, &running);
     let warning = d
         .warnings
         .iter()
@@ -268,13 +271,7 @@ fn a_stopping_writes_zero_initial_scale_is_dropped_with_a_reason() {
     let mut with_initial = running.clone();
     with_initial["spec"]["template"]["metadata"]["annotations"]["autoscaling.knative.dev/initial-scale"] =
         json!("2");
-    let stopped = out(&decide(
-        &p,
-        "UPDATE",
-        &platform_stop(&with_initial),
-        Some(&with_initial),
-        PLATFORM,
-    ));
+    let stopped = out(&platform_stops(&p, &with_initial));
     assert_eq!(
         stopped["spec"]["template"]["metadata"]["annotations"]["autoscaling.knative.dev/initial-scale"],
         "2"
