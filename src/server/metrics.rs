@@ -326,4 +326,35 @@ mod tests {
             assert!(text.contains(want), "missing {want} in\n{text}");
         }
     }
+
+    #[test]
+    fn every_known_series_is_there_before_its_first_event() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        let _ = metrics.connections("admission");
+        let text = Exposition::new(registry).encode().unwrap();
+        let zero = |name: &str, labels: &str| format!("ksvc_webhook_{name}_total{{{labels}}} 0");
+        let mut want = vec![
+            zero(
+                "admission_requests",
+                r#"operation="CREATE",result="allowed""#,
+            ),
+            zero("admission_requests", r#"operation="other",result="denied""#),
+            zero(
+                "admission_requests",
+                r#"operation="unknown",result="over_budget""#,
+            ),
+            zero("certificate_reloads", r#"result="error""#),
+        ];
+        for reason in ["max_connections", "max_connections_per_ip"] {
+            let labels = format!(r#"listener="admission",reason="{reason}""#);
+            want.push(zero("connections_refused", &labels));
+        }
+        for rule in crate::admission::RULES {
+            want.push(zero("admission_rejections", &format!("rule=\"{rule}\"")));
+        }
+        for line in want {
+            assert!(text.contains(&line), "missing {line} in\n{text}");
+        }
+    }
 }
