@@ -1,8 +1,8 @@
 //! PURE: names and hosts within Kubernetes' and Knative's DNS rules.
 //!
 //! Owns the deterministic KService name of an app identity (the Flyte platform's rule, kept
-//! byte-for-byte so both writers agree), DNS-1035 and DNS-1123 label checks (the DNS-1123
-//! shape is [`crate::flags`]'), label-value checks, the route-host budget and the
+//! byte-for-byte so both writers agree), DNS-1035 and DNS-1123 label checks (the DNS-1123 shape
+//! itself is [`crate::flags::is_dns_label`]), label-value checks, the route-host budget and the
 //! endpoint-suffix template. Never does I/O.
 
 use sha2::{Digest, Sha256};
