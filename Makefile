@@ -71,9 +71,9 @@ unit:
 # are reported as skipped. tests/manifests.rs checks the content.
 MANIFESTS_OUT ?= target/manifests
 KUBECTL ?= kubectl
-# KServices under examples/ are checked against Knative's CRD schema (shared/ sits beside the repo).
-# Without the file the check says loudly that it skipped, and fails under CI (CI=true).
-KNATIVE_CRD ?= ../shared/reference/knative-service-crd.yaml
+# KServices under examples/ are checked against Knative's CRD schema (the copy the e2e control
+# plane installs). Without the file the check says loudly that it skipped, and fails under CI (CI=true).
+KNATIVE_CRD ?= e2e/crds/knative-service-crd.yaml
 # The Python tools of the manifest checks live in a project-local virtualenv, made on first use
 # from the pinned list, so a fresh machine needs nothing but python3 and kubectl.
 VENV ?= .venv

@@ -19,6 +19,8 @@ mod guard;
 #[cfg(test)]
 mod knative;
 #[cfg(test)]
+mod lease;
+#[cfg(test)]
 mod least_privilege;
 #[cfg(test)]
 mod objects;

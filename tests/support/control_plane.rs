@@ -5,7 +5,7 @@
 //!
 //! It owns the suite's view of that cluster: where it is (the script's `env` file), kubectl as
 //! the admin or as any token, tokens from the TokenRequest API, fresh namespaces, the webhook
-//! processes (each killed when dropped, each with a PID file the script's `down` also reads), and
+//! processes (each stopped when dropped, each with a PID file the script's `down` also reads), and
 //! the log tails printed when a test fails. Tests share one cluster and take [`ControlPlane::lock`]
 //! to run one at a time.
 
@@ -194,6 +194,21 @@ impl ControlPlane {
         name
     }
 
+    /// Point both webhook configurations' `service.port` at `port` on 127.0.0.1 (as a Service
+    /// sends kube-apiserver to whichever pod is ready).
+    pub fn point_webhooks_at(&self, port: u16) {
+        let patch = format!(
+            r#"[{{"op": "replace", "path": "/webhooks/0/clientConfig/service/port", "value": {port}}}]"#
+        );
+        for (kind, name) in [
+            ("mutatingwebhookconfiguration", MUTATING),
+            ("validatingwebhookconfiguration", GUARD),
+        ] {
+            self.kubectl(&["patch", kind, name, "--type=json", "-p", &patch])
+                .ok("point the webhook configuration at a port");
+        }
+    }
+
     /// The last `lines` lines of each control plane log, for a failing test's output.
     pub fn log_tails(&self, lines: usize) -> String {
         [
@@ -276,7 +291,7 @@ pub fn eventually<T>(what: &str, secs: u64, mut check: impl FnMut() -> Option<T>
 }
 
 /// One `ksvc-webhook serve` process on the control plane's webhook port, under the webhook's
-/// ServiceAccount token, with self-managed certificates. Killed (SIGKILL) when dropped; when the
+/// ServiceAccount token, with self-managed certificates. Stopped (SIGTERM) when dropped; when the
 /// test is failing, the tails of its log and the control plane's are printed first.
 pub struct Webhook {
     child: Child,
@@ -289,7 +304,10 @@ pub struct Webhook {
 impl Webhook {
     /// Start `serve` as `identity` (its Lease holder name) with `extra` flags; returns once its
     /// /readyz answers 200 and the leader has published the CA into the mutating configuration.
+    /// The configurations are pointed at [`ControlPlane::webhook_port`] first (a test that
+    /// pointed them elsewhere may have failed before it put them back).
     pub fn start(plane: &ControlPlane, identity: &str, extra: &[&str]) -> Webhook {
+        plane.point_webhooks_at(plane.webhook_port);
         let webhook = Self::spawn(plane, identity, plane.webhook_port, extra);
         webhook.wait_ready(plane.webhook_port);
         eventually(
@@ -368,11 +386,26 @@ impl Webhook {
         self.child.id()
     }
 
-    /// SIGKILL, as a crashed or evicted pod; waits for the process to be gone.
+    /// SIGKILL, as a crashed node; waits for the process to be gone.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.pid_file);
+    }
+
+    /// SIGTERM, as the kubelet stops a pod (the server releases its Lease); SIGKILL after 10 s.
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
     }
 }
 
@@ -384,6 +417,6 @@ impl Drop for Webhook {
                 eprintln!("{}", plane.log_tails(20));
             }
         }
-        self.kill();
+        self.stop();
     }
 }
