@@ -27,6 +27,8 @@ mod objects;
 #[cfg(test)]
 mod readmit;
 #[cfg(test)]
+mod reinvocation;
+#[cfg(test)]
 mod schema;
 #[cfg(test)]
 mod status_api;
