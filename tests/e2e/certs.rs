@@ -1,9 +1,11 @@
 //! Self-managed certificates against the real API: the leader publishes the CA into the real
 //! webhook configurations, and kube-apiserver then verifies the webhook's serving certificate
-//! on every call (for `ksvc-webhook.ksvc-system.svc`, the name the Service gives it).
+//! on every call (for `ksvc-webhook.ksvc-system.svc`, the name the Service gives it), through a
+//! rotation too.
 
 use base64::Engine;
-use support::control_plane::{ControlPlane, GUARD, MUTATING, SYSTEM_NS, Webhook};
+use ksvc_webhook::certmgr::pki::{self, CertKey};
+use support::control_plane::{ControlPlane, GUARD, MUTATING, SYSTEM_NS, Webhook, eventually};
 
 use crate::objects::{example, text};
 
@@ -84,4 +86,76 @@ fn an_empty_ca_bundle_is_published_and_calls_then_succeed() {
     plane
         .kubectl_in(&["create", "-f", "-"], yaml.as_bytes())
         .ok("kubectl create once the CA is published");
+}
+
+fn secret_pem(secret: &serde_json::Value, key: &str) -> String {
+    let pointer = format!("/data/{}", key.replace('/', "~1"));
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text(secret, &pointer))
+        .unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn a_forced_rotation_of_the_serving_certificate_fails_no_write() {
+    let _serial = ControlPlane::lock();
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("rotate");
+    let fast = ["--cert-sync-interval=1s", "--cert-reload-interval=1s"];
+    let _webhook = Webhook::start(plane, "rotate", &fast);
+
+    // A serving certificate of the same CA that expires tomorrow: due for renewal at once.
+    let secret = plane.get_json(&["secret", "ksvc-webhook-certs", "-n", SYSTEM_NS]);
+    let ca = CertKey {
+        cert_pem: secret_pem(&secret, "ca.crt"),
+        key_pem: secret_pem(&secret, "ca.key"),
+    };
+    let now = time::OffsetDateTime::now_utc();
+    let sans = pki::service_sans("ksvc-webhook", SYSTEM_NS);
+    let expiring = pki::issue_serving(&ca, &sans, now, time::Duration::days(1)).unwrap();
+    let encode = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
+    let patch = serde_json::json!({"data": {
+        "tls.crt": encode(&expiring.cert_pem), "tls.key": encode(&expiring.key_pem),
+    }});
+    plane
+        .kubectl(&[
+            "patch",
+            "secret",
+            "ksvc-webhook-certs",
+            "-n",
+            SYSTEM_NS,
+            "--type=merge",
+            "-p",
+            &patch.to_string(),
+        ])
+        .ok("put an expiring serving certificate in the Secret");
+
+    // Writes all through the rotation: every one admitted.
+    let mut written = 0;
+    let renewed = eventually("the leader has renewed the serving certificate", 60, || {
+        let yaml = example("plain-ksvc.yaml", &ns)
+            .replace("name: hello", &format!("name: hello-{written}"));
+        plane
+            .kubectl_in(&["create", "-f", "-"], yaml.as_bytes())
+            .ok("a write during the rotation");
+        written += 1;
+        let secret = plane.get_json(&["secret", "ksvc-webhook-certs", "-n", SYSTEM_NS]);
+        let serving = secret_pem(&secret, "tls.crt");
+        (serving != expiring.cert_pem).then_some(serving)
+    });
+    let end = pki::not_after(&renewed).unwrap();
+    assert!(
+        end - now > time::Duration::days(60),
+        "renewed until {end} only"
+    );
+    // And after it, until the server has reloaded the new certificate and beyond.
+    for n in written..written + 15 {
+        let yaml =
+            example("plain-ksvc.yaml", &ns).replace("name: hello", &format!("name: hello-{n}"));
+        plane
+            .kubectl_in(&["create", "-f", "-"], yaml.as_bytes())
+            .ok("a write after the rotation");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }

@@ -23,12 +23,38 @@ pub fn parse(text: &str) -> Value {
     serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("not YAML ({e}):\n{text}"))
 }
 
-/// `ksvc-webhook mutate` of `yaml` in `namespace` with `extra` flags: the object admission
-/// should store.
+/// `yaml` as kube-apiserver hands it to admission: with the defaults of Knative's structural
+/// schema applied first. The one default our examples reach is a container port's
+/// `protocol: TCP`, added here after each `containerPort:` line that has no protocol.
+pub fn defaulted(yaml: &str) -> String {
+    let lines: Vec<&str> = yaml.lines().collect();
+    let mut out = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        out.push_str(line);
+        out.push('\n');
+        let Some(at) = line.find("containerPort:") else {
+            continue;
+        };
+        let indent = " ".repeat(at);
+        let has_protocol = lines[i + 1..]
+            .iter()
+            .take_while(|l| {
+                l.starts_with(&indent) && !l[at..].starts_with('-') && !l[at..].starts_with(' ')
+            })
+            .any(|l| l[at..].starts_with("protocol:"));
+        if !has_protocol {
+            out.push_str(&format!("{indent}protocol: TCP\n"));
+        }
+    }
+    out
+}
+
+/// `ksvc-webhook mutate` of `yaml` in `namespace` with `extra` flags, after the schema's
+/// defaults ([`defaulted`]): the object admission should store.
 pub fn mutated_offline(yaml: &str, namespace: &str, extra: &[&str]) -> Value {
     let mut args = vec!["mutate", "-f", "-", "-n", namespace];
     args.extend_from_slice(extra);
-    let ran = run_bin(&args, &[], yaml.as_bytes());
+    let ran = run_bin(&args, &[], defaulted(yaml).as_bytes());
     assert_eq!(ran.code, Some(0), "mutate failed: {}", ran.stderr);
     parse(&ran.stdout)
 }

@@ -28,8 +28,11 @@ fn an_app_stored_before_the_webhook_saw_it_is_reported_and_readmitted() {
         ])
         .ok("opt the namespace out");
     let name = "myapp-proj-dev";
-    let yaml = example("managed-ksvc.yaml", &ns)
-        .replace("metadata:\n", &format!("metadata:\n  name: {name}\n"));
+    let yaml = example("managed-ksvc.yaml", &ns).replacen(
+        "\nmetadata:\n",
+        &format!("\nmetadata:\n  name: {name}\n"),
+        1,
+    );
     plane
         .kubectl_in(&["create", "-f", "-"], yaml.as_bytes())
         .ok("create before admission");

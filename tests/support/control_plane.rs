@@ -395,6 +395,9 @@ impl Webhook {
 
     /// SIGTERM, as the kubelet stops a pod (the server releases its Lease); SIGKILL after 10 s.
     pub fn stop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return self.kill();
+        }
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
