@@ -210,7 +210,8 @@ case ${1:-} in
   up) up ;;
   down)
     stop
-    rm -rf "$DIR/etcd"
+    # The logs stay; `env` goes, so that tests run later say the control plane is not up.
+    rm -rf "$DIR/etcd" "$DIR/env"
     ;;
   *)
     echo "usage: $0 up|down" >&2
