@@ -11,7 +11,8 @@
 # admin user, O=system:masters), `audit.log` (every request of the webhook's ServiceAccount and
 # every Revision delete, as kube-apiserver's audit log: the RBAC tests read it) and `env`, the file the tests read (KUBECONFIG, the ports, the
 # binaries' directories). Every port is a free one on 127.0.0.1, picked at start; E2E_API_PORT
-# (and E2E_ETCD_PORT, E2E_ETCD_PEER_PORT, E2E_KCM_PORT) fix one instead.
+# (and E2E_ETCD_PORT, E2E_ETCD_PEER_PORT, E2E_KCM_PORT) fix one instead. E2E_APISERVER_ARGS adds
+# flags to kube-apiserver (feature gates, say); E2E_READY_SECS (default 90) bounds each wait.
 #
 # A failure prints one sentence and the tail of the log concerned, stops whatever it started, and
 # exits 1.
@@ -20,6 +21,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 DIR=${E2E_DIR:-$ROOT/target/e2e/cluster}
 PROCS=(kube-controller-manager kube-apiserver etcd)
+READY=${E2E_READY_SECS:-90}
 
 fail() { # sentence [log]
   echo "e2e: $1" >&2
@@ -159,7 +161,7 @@ EOF
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "e2e=http://127.0.0.1:$ETCD_PEER_PORT" --listen-metrics-urls ''
-  wait_for etcd "$DIR/etcd.log" 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+  wait_for etcd "$DIR/etcd.log" "$READY" curl -sf "http://127.0.0.1:$ETCD_PORT/health"
 
   # The webhook client honours HTTPS_PROXY even for *.svc names: no proxy for kube-apiserver.
   start kube-apiserver env -u HTTPS_PROXY -u https_proxy -u HTTP_PROXY -u http_proxy -u ALL_PROXY -u all_proxy \
@@ -174,9 +176,9 @@ EOF
     --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC --allow-privileged=true \
     --endpoint-reconciler-type=none --profiling=false \
     --audit-policy-file="$DIR/audit-policy.yaml" --audit-log-path="$DIR/audit.log" \
-    --audit-log-format=json --audit-log-mode=blocking
+    --audit-log-format=json --audit-log-mode=blocking ${E2E_APISERVER_ARGS:-}
   # `env` execs kube-apiserver in place: the PID is the apiserver's own.
-  wait_for kube-apiserver "$DIR/kube-apiserver.log" 90 \
+  wait_for kube-apiserver "$DIR/kube-apiserver.log" "$READY" \
     curl -sf --cacert "$DIR/ca.crt" --cert "$DIR/admin.crt" --key "$DIR/admin.key" \
     "https://127.0.0.1:$API_PORT/readyz"
 
@@ -186,7 +188,7 @@ EOF
     --cert-dir="$DIR/kcm-certs" --use-service-account-credentials=true \
     --service-account-private-key-file="$DIR/sa.key" --root-ca-file="$DIR/ca.crt" \
     --controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller
-  wait_for kube-controller-manager "$DIR/kube-controller-manager.log" 60 \
+  wait_for kube-controller-manager "$DIR/kube-controller-manager.log" "$READY" \
     curl -sfk "https://127.0.0.1:$KCM_PORT/healthz"
 
   local kubectl=("$K8S_BIN/kubectl" --kubeconfig "$DIR/kubeconfig")
