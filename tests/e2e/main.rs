@@ -23,6 +23,8 @@ mod lease;
 #[cfg(test)]
 mod least_privilege;
 #[cfg(test)]
+mod missing_rule;
+#[cfg(test)]
 mod objects;
 #[cfg(test)]
 mod readmit;
