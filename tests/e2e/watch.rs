@@ -149,6 +149,21 @@ fn stop_waits_for_traffic_to_leave_then_deletes_the_old_revision_and_start_bring
     knative::route(plane, &ns, &name, &third, &[(&third, 100)]);
     wait_phase(plane, &token, &ns, &name, "ACTIVE");
 
+    let status = run_bin(
+        &[
+            "app",
+            "status",
+            &name,
+            "-n",
+            &ns,
+            "--kubeconfig",
+            &kubeconfig,
+        ],
+        &[],
+        b"",
+    );
+    assert_eq!(status.code, Some(0), "{}", status.stderr);
+    assert!(status.stdout.contains("ACTIVE"), "{}", status.stdout);
     let listed = run_bin(
         &["app", "list", "-A", "--kubeconfig", &kubeconfig],
         &[],
