@@ -51,7 +51,7 @@ fn failing(report: &BTreeMap<String, (bool, String)>) -> Vec<&str> {
 
 #[test]
 #[ignore = "needs the e2e control plane: make e2e"]
-fn check_passes_on_the_installed_control_plane_and_names_each_fault() {
+fn check_passes_on_the_installed_control_plane_and_names_an_empty_ca_bundle() {
     let _serial = ControlPlane::lock();
     let plane = ControlPlane::get();
     let webhook = Webhook::start(plane, "check", &[]);
@@ -86,6 +86,14 @@ fn check_passes_on_the_installed_control_plane_and_names_each_fault() {
     let _webhook = Webhook::start(plane, "check-again", &[]);
     let report = check(plane);
     assert_eq!(failing(&report), Vec::<&str>::new(), "{report:#?}");
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn check_names_a_missing_crd_and_a_missing_permission() {
+    let _serial = ControlPlane::lock();
+    let plane = ControlPlane::get();
+    let _webhook = Webhook::start(plane, "check-faults", &[]);
 
     // A missing Knative CRD.
     plane
