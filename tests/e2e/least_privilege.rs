@@ -43,6 +43,22 @@ fn the_webhook_was_never_refused_and_made_every_declared_call() {
         "calls of the webhook refused by RBAC"
     );
 
+    // And the servers' own logs agree: no call they made was forbidden.
+    for entry in std::fs::read_dir(&plane.dir).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        if file.starts_with("ksvc-webhook-")
+            && file.ends_with(".log")
+            && !file.contains(crate::missing_rule::PREFIX)
+        {
+            let log = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                !log.contains("is forbidden"),
+                "{file} logs a forbidden call"
+            );
+        }
+    }
+
     let missing: Vec<String> = SERVER_CALLS
         .iter()
         .flat_map(|calls| calls.iter())

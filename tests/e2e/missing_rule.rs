@@ -7,7 +7,8 @@ use support::control_plane::{ControlPlane, Webhook, eventually};
 use crate::knative;
 use crate::objects::example;
 
-/// The namespace prefix of this test: `least_privilege` skips these namespaces' calls.
+/// The namespace prefix and webhook identity of this test: `least_privilege` leaves out these
+/// namespaces' calls and this webhook's log.
 pub const PREFIX: &str = "missing-rule";
 
 /// Puts the manifests back however the test ends.
@@ -37,7 +38,7 @@ fn without_the_revision_delete_rule_the_teardown_fails_naming_it_and_recovers_wh
                 {"op": "replace", "path": "/rules/1/verbs", "value": ["list", "watch"]}]"#,
         ])
         .ok("take `delete revisions` from the ClusterRole");
-    let webhook = Webhook::start(plane, "missing-rule", &[]);
+    let webhook = Webhook::start(plane, PREFIX, &[]);
 
     // A stopped app whose old revision the route has left: the loop must delete it.
     let created = plane
