@@ -27,6 +27,8 @@ mod missing_rule;
 #[cfg(test)]
 mod objects;
 #[cfg(test)]
+mod outage;
+#[cfg(test)]
 mod readmit;
 #[cfg(test)]
 mod reinvocation;
