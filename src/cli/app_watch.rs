@@ -137,7 +137,8 @@ pub async fn wait_for(
 }
 
 /// Follow `ns/name` until it is `target`, printing each state with `printer` as `-w` does, or
-/// without one as `ns/name: PHASE (message)` lines. Fails when the app goes, or after `timeout`.
+/// without one as `ns/name: PHASE (message)` lines. Fails when the app goes, when it is FAILED
+/// (unless FAILED is `target`), or after `timeout`.
 async fn follow_until(
     client: Client,
     ns: &str,
@@ -168,7 +169,17 @@ async fn follow_until(
             }
             last = Some(status.clone());
         }
-        Ok(last.as_ref().is_some_and(|s| s.phase == target))
+        match &last {
+            Some(s) if s.phase == target => Ok(true),
+            // A terminal failure ends the wait, as `kubectl rollout status` ends at a failed
+            // rollout: waiting on would only run out the timeout.
+            Some(s) if s.phase == Phase::Failed => bail!(
+                "{ns}/{name} is FAILED, not {}: {}",
+                target.as_str(),
+                failure_reason(s)
+            ),
+            _ => Ok(false),
+        }
     });
     match tokio::time::timeout(timeout, followed).await {
         Ok(done) => done,
@@ -183,6 +194,14 @@ async fn follow_until(
                 target.as_str()
             ))
         }
+    }
+}
+
+/// Why a FAILED app failed: its message (Knative's `Reason: message`), or a pointer to more.
+fn failure_reason(status: &AppStatus) -> String {
+    match status.message.trim() {
+        "" => "Knative gives no reason; see kubectl get revisions".to_owned(),
+        message => message.to_owned(),
     }
 }
 

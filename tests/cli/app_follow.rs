@@ -301,3 +301,32 @@ async fn dry_run_server_asks_the_server_for_a_dry_run() {
     .await;
     assert_eq!(both.code, Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_wait_ends_at_failed_with_the_reason() {
+    let fake = three_apps().await;
+    let _knative = fake.knative(std::time::Duration::from_millis(50));
+    let ran = run(
+        &fake,
+        &[
+            "app",
+            "update",
+            "a",
+            "-n",
+            "apps",
+            "--image",
+            "registry.example/broken:2",
+            "--wait",
+            "--timeout",
+            "2m",
+        ],
+    )
+    .await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert!(ran.stdout.starts_with("apps/a: updated\n"), "{ran:?}");
+    assert_eq!(
+        ran.stderr,
+        "error: apps/a is FAILED, not ACTIVE: RevisionFailed: Revision \"a-00002\" failed: the \
+         image cannot be pulled\n"
+    );
+}
