@@ -7,6 +7,7 @@ mod app_watch;
 pub mod certs;
 pub mod check;
 mod check_eval;
+mod check_probe;
 pub mod drift;
 mod help;
 pub mod inputs;
@@ -17,6 +18,7 @@ pub mod offline;
 mod otlp;
 pub mod policy;
 pub mod serve;
+pub mod status;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
@@ -173,8 +175,7 @@ pub enum Command {
     /// Check that the install in the kubeconfig's cluster is healthy: a ✓ or × line per check.
     Check(Box<check::CheckArgs>),
     /// Report which KServices admission would change today, and why (exit 1 when any has
-    /// drifted), from a cluster or a file.
-    #[command(after_help = help::DRIFT)]
+    /// drifted): the server's report, or a file judged here.
     Drift(Box<DriftArgs>),
     /// Print a shell completion script (bash, zsh or fish).
     #[command(after_help = help::COMPLETION)]

@@ -284,7 +284,7 @@ pub struct MutateArgs {
 
 /// The sidecar catalogue in the ConfigMap `at` (`NAMESPACE/NAME`, key `sidecars.yaml`) of the
 /// cluster `cluster` names, read with the user's credentials.
-fn catalogue_from_cluster(cluster: &ClientArgs, at: &str) -> anyhow::Result<Catalogue> {
+pub(super) fn catalogue_from_cluster(cluster: &ClientArgs, at: &str) -> anyhow::Result<Catalogue> {
     let Some((namespace, name)) = at.split_once('/') else {
         bail!(
             "--sidecars-configmap {at:?}: say NAMESPACE/NAME, e.g. ksvc-system/ksvc-webhook-sidecars"

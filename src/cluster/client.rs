@@ -102,6 +102,15 @@ pub async fn client(
     Ok((build(config, &server)?, server))
 }
 
+/// [`client`] for reading the server through the API server's service proxy: without kube's
+/// retries of 429 and 503 (up to 15, minutes apart), so that one answer of the API server or of
+/// the status API (no endpoints, not synced yet) is seen as it is.
+pub async fn proxy_client(args: &ClientArgs) -> Result<(Client, String), Error> {
+    let (mut config, server) = config(args, None).await?;
+    config.default_retry = false;
+    Ok((build(config, &server)?, server))
+}
+
 /// The server's long-lived client: every connect bounded by the API timeout and every read by
 /// `read_timeout` (a watch is ended by the API server before that fires); when `probe`, checked
 /// with one version call so that an unreachable cluster fails here.

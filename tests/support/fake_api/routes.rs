@@ -16,7 +16,7 @@ pub(super) struct Path {
     resource: String,
     namespace: Option<String>,
     name: Option<String>,
-    /// `?dryRun=All`: a replace runs admission and its checks, and stores nothing.
+    /// `?dryRun=All`: a create or replace runs admission and its checks, and stores nothing.
     dry_run: bool,
 }
 
@@ -91,12 +91,13 @@ pub(super) async fn handle(
         return axum::Json(json!({"major": "1", "minor": "35", "gitVersion": "v1.35.0-fake"}))
             .into_response();
     }
-    // The API server's service proxy to the webhook's own routes (`check` asks `/apps`).
-    if uri.path().contains("/proxy/") {
-        let code = fake.inner.lock().unwrap().proxy_status.unwrap_or(401);
-        let body = json!({"error": "answered by the fake's service proxy"});
-        let code = axum::http::StatusCode::from_u16(code).unwrap();
-        return (code, axum::Json(body)).into_response();
+    // The API server's service proxy to the webhook's own routes (`check` and `drift` ask
+    // `/apps`).
+    if let Some((service, rest)) = proxied(&uri) {
+        if fake.is_unreachable() {
+            return Fault::Drop.answer().await;
+        }
+        return proxy(&fake, &service, &rest, method, headers, body).await;
     }
     let Some(path) = parse(&uri) else {
         return status(404, "NotFound", "no such path");
@@ -174,6 +175,56 @@ pub(super) async fn handle(
         (Method::PATCH, Some(name)) => patch(&fake, &path, &name, &headers, body),
         (Method::DELETE, Some(name)) => delete(&fake, &path, &name, &body),
         _ => status(405, "MethodNotAllowed", "not implemented by the fake"),
+    }
+}
+
+/// The Service name and the rest of the path (with the query) of a service proxy request:
+/// `/api/v1/namespaces/NS/services/[SCHEME:]NAME[:PORT]/proxy/REST`.
+fn proxied(uri: &Uri) -> Option<(String, String)> {
+    let (before, after) = uri.path().split_once("/proxy")?;
+    let target = before.rsplit('/').next()?;
+    let name = match target.split(':').collect::<Vec<_>>()[..] {
+        [name] | [name, _] => name,
+        [_, name, _] => name,
+        _ => return None,
+    };
+    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+    Some((name.to_owned(), format!("{after}{query}")))
+}
+
+/// The service proxy: what is behind it answers, or kube-apiserver's `Status` says why nothing
+/// can.
+async fn proxy(
+    fake: &FakeApi,
+    service: &str,
+    rest: &str,
+    method: Method,
+    mut headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let behind = fake.inner.lock().unwrap().proxy.clone();
+    match behind {
+        super::Proxy::NoService => status(
+            404,
+            "NotFound",
+            &format!("services \"{service}\" not found"),
+        ),
+        super::Proxy::NoEndpoints => status(
+            503,
+            "ServiceUnavailable",
+            &format!("no endpoints available for service \"{service}\""),
+        ),
+        super::Proxy::To(router) => {
+            use tower::ServiceExt;
+            headers.remove(axum::http::header::AUTHORIZATION);
+            let mut request = axum::http::Request::builder()
+                .method(method)
+                .uri(if rest.is_empty() { "/" } else { rest })
+                .body(Body::from(body))
+                .unwrap();
+            *request.headers_mut() = headers;
+            router.oneshot(request).await.into_response()
+        }
     }
 }
 
@@ -288,6 +339,10 @@ fn create(fake: &FakeApi, path: &Path, mut obj: Value) -> Response {
     obj["metadata"]["namespace"] = json!(ns);
     obj["metadata"]["uid"] = json!(format!("uid-{}", inner.uid));
     obj["metadata"]["generation"] = json!(1);
+    if path.dry_run {
+        // Admitted and checked, and not stored.
+        return (StatusCode::CREATED, axum::Json(obj)).into_response();
+    }
     let stored = fake.commit(&mut inner, key, "ADDED", obj);
     (StatusCode::CREATED, axum::Json(stored)).into_response()
 }
