@@ -1,21 +1,14 @@
-//! The subcommands: thin shells over the pure core.
+//! The subcommands: thin shells over the pure core, a folder for each command with several
+//! files (`app/`, `check/`, `offline/`), a file for each other (`drift`, `certs`, `serve`), and
+//! what they share: the policy flags ([`policy`]), the status API read through the API server
+//! ([`status`]) and the words after each `--help` ([`help`]).
 
 pub mod app;
-mod app_args;
-pub mod app_print;
-mod app_watch;
 pub mod certs;
 pub mod check;
-mod check_eval;
-mod check_probe;
 pub mod drift;
 mod help;
-pub mod inputs;
-pub mod jsonpath;
-mod logs;
-pub mod manifests;
 pub mod offline;
-mod otlp;
 pub mod policy;
 pub mod serve;
 pub mod status;
@@ -25,7 +18,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use app::AppArgs;
 use certs::CertsArgs;
 use drift::DriftArgs;
-use inputs::InputArgs;
+use offline::inputs::InputArgs;
 use offline::{MutateArgs, NameArgs, ReviewArgs, ShaArgs};
 use serve::ServeArgs;
 

@@ -25,7 +25,7 @@ use graph::{circles, upward};
 use source::{Source, tree};
 
 /// Lowest first.
-const LAYERS: [&str; 8] = [
+const LAYERS: [&str; 9] = [
     "json",
     "admission",
     "cluster",
@@ -33,6 +33,7 @@ const LAYERS: [&str; 8] = [
     "server",
     "watch",
     "apps",
+    "telemetry",
     "cli",
 ];
 

@@ -246,5 +246,5 @@ pub fn human_age(age: SignedDuration) -> String {
 }
 
 #[cfg(test)]
-#[path = "app_print_tests.rs"]
+#[path = "print_tests.rs"]
 mod tests;

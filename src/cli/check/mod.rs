@@ -6,7 +6,10 @@
 //! configurations, the Secret, EndpointSlices, the catalogue ConfigMap and namespaces get/list,
 //! SelfSubjectAccessReviews as the server's service account, impersonated, `services/proxy` get
 //! and two KService creates as server dry runs); what the reads mean is
-//! [`super::check_eval`]'s, what the server's own answers mean [`super::check_probe`]'s.
+//! [`eval`]'s, what the server's own answers mean [`probe`]'s.
+
+mod eval;
+mod probe;
 
 use std::io::Write;
 use std::time::Duration;
@@ -28,16 +31,16 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::app_args::TIMEOUT;
-use super::check_eval::{self as eval, Access, Fetched, Install, Outcome};
-use super::check_probe::{self as probe, DryRun};
-use super::help;
+use crate::cli::app::TIMEOUT;
+use crate::cli::help;
 use crate::cluster::call;
 use crate::cluster::client::{self, ClientArgs};
 use crate::cluster::errors;
 use crate::cluster::rbac::ApiCall;
 use crate::watch::writes::knative;
 use crate::{apps, certmgr, flags, keys, watch};
+use eval::{Access, Fetched, Install, Outcome};
+use probe::DryRun;
 
 /// Every API call the server makes, by the part that makes it: the grants `check` reviews, and
 /// the union `tests/manifests.rs` holds the RBAC manifests to (add any new part's `API_CALLS`).
@@ -382,7 +385,7 @@ pub struct CheckArgs {
     pub namespace: String,
     /// The webhook's Service.
     #[arg(long, env = "KSVC_WEBHOOK_CHECK_SERVICE", default_value = "ksvc-webhook",
-          value_parser = super::parse_service_name)]
+          value_parser = crate::cli::parse_service_name)]
     pub service: String,
     /// The Secret that holds the serving certificate.
     #[arg(

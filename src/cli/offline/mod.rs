@@ -2,6 +2,9 @@
 //! (but for `mutate --sidecars-from-cluster`, which reads the catalogue's ConfigMap as the server
 //! does). Reading is [`inputs`]'s, and passing other documents through untouched [`manifests`]'s.
 
+pub mod inputs;
+pub mod manifests;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,16 +17,15 @@ use crate::keys;
 
 use clap::{Args, ValueEnum};
 
-use super::inputs::{self, InputArgs};
-use super::manifests;
-use super::policy::PolicyArgs;
 use crate::admission::sidecars::Catalogue;
 use crate::admission::writers::UserInfo;
+use crate::cli::policy::PolicyArgs;
 use crate::cluster::client::{self, ClientArgs};
 use crate::cluster::{call, errors};
 use crate::json::Node;
 use crate::json::edit::Editor;
 use crate::manifest_text as docs;
+use inputs::InputArgs;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 

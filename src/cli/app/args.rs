@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::app_print::{self, Output};
-use super::help;
+use super::print::{self, Output};
+use crate::cli::help;
 use crate::flags;
 use crate::watch::status::Phase;
 
@@ -58,7 +58,7 @@ impl AppAction {
 #[derive(Debug, Clone, Args)]
 pub struct AppTarget {
     /// The KService name.
-    #[arg(value_parser = super::parse_service_name)]
+    #[arg(value_parser = crate::cli::parse_service_name)]
     pub name: String,
     /// The KService namespace; default: the kubeconfig context's namespace.
     #[arg(short = 'n', long, env = "KSVC_WEBHOOK_APP_NAMESPACE", value_parser = flags::parse_dns_label)]
@@ -119,7 +119,7 @@ pub struct OutputArgs {
     /// `json` or `yaml` (the `/apps` record in camelCase), or `jsonpath=TEMPLATE` (kubectl's
     /// syntax: `{.a.b}`, `{.items[*].x}`, `{range …}{end}`).
     #[arg(short = 'o', long, env = "KSVC_WEBHOOK_APP_OUTPUT", default_value = "table",
-          value_parser = app_print::parse_output)]
+          value_parser = print::parse_output)]
     pub output: Output,
 }
 

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::check_eval::{HINT_READ, Install, Outcome};
+use super::eval::{HINT_READ, Install, Outcome};
 use crate::keys;
 
 /// What came back through the API server's service proxy, or why nothing did.
@@ -143,7 +143,7 @@ pub fn status_api(answer: &Proxied, install: &Install) -> Outcome {
 }
 
 fn plural(n: usize) -> &'static str {
-    super::check_eval::plural(n)
+    super::eval::plural(n)
 }
 
 /// What a server dry run of a KService create came to.

@@ -425,5 +425,5 @@ pub fn rbac(user: &str, access: &[Access]) -> Outcome {
 }
 
 #[cfg(test)]
-#[path = "check_eval_tests.rs"]
+#[path = "eval_tests.rs"]
 mod tests;

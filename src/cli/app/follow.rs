@@ -1,7 +1,7 @@
 //! The reading side of `app`: `status` and `list` once, or followed (`-w`, `--until`, and the
 //! `--wait` of the writes) over one watch of the KServices and their Revisions.
 //!
-//! Thin: the status is `watch::status`'s, the printing `app_print`'s. A watch prints an app when
+//! Thin: the status is `watch::status`'s, the printing [`super::print`]'s. A watch prints an app when
 //! its state (phase, message, substate) changes and a line when it is deleted; it ends on an
 //! error the way kubectl does, except a 410 Gone, after which the watcher lists again.
 
@@ -16,9 +16,9 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
-use super::app_args::TIMEOUT;
-use super::app_args::{AppListArgs, AppStatusArgs};
-use super::app_print::{Printer, Shown};
+use super::args::TIMEOUT;
+use super::args::{AppListArgs, AppStatusArgs};
+use super::print::{Printer, Shown};
 use crate::cluster::call;
 use crate::keys;
 use crate::watch::hub::AppKey;
@@ -190,7 +190,7 @@ async fn follow_until(
             );
             Err(anyhow!(
                 "timed out after {} waiting for {ns}/{name} to be {}; {now}",
-                super::app_print::human_age(SignedDuration::try_from(timeout).unwrap_or_default()),
+                super::print::human_age(SignedDuration::try_from(timeout).unwrap_or_default()),
                 target.as_str()
             ))
         }
