@@ -77,6 +77,8 @@ struct Inner {
     admission: admit::Admission,
     /// What is behind the service proxy (the webhook's Service).
     proxy: Proxy,
+    /// Lists honour `limit` and `continue` ([`FakeApi::page_lists`]).
+    paging: bool,
     /// Writes (PUT, DELETE) to these objects are held this long before they are handled.
     write_delays: HashMap<Key, std::time::Duration>,
 }
@@ -161,6 +163,12 @@ impl FakeApi {
     /// Put `router` behind the service proxy: the webhook's Service with a pod that answers.
     pub fn proxy_to(&self, router: axum::Router) {
         self.inner.lock().unwrap().proxy = Proxy::To(router);
+    }
+
+    /// Answer a list with `limit` one page at a time, with a `continue` token while more
+    /// remain, as kube-apiserver does (off: every object at once, as before).
+    pub fn page_lists(&self, on: bool) {
+        self.inner.lock().unwrap().paging = on;
     }
 
     /// Nothing behind the service proxy: the webhook's Service does not exist.

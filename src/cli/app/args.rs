@@ -116,7 +116,7 @@ pub struct AppWriteArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct OutputArgs {
     /// Output format: `table` (the message under an app that is not ACTIVE), `wide`, `name`,
-    /// `json` or `yaml` (the `/apps` record in camelCase), or `jsonpath=TEMPLATE` (kubectl's
+    /// `json` or `yaml` (the `/apps` record, snake_case, without drift), or `jsonpath=TEMPLATE` (kubectl's
     /// syntax: `{.a.b}`, `{.items[*].x}`, `{range …}{end}`).
     #[arg(short = 'o', long, env = "KSVC_WEBHOOK_APP_OUTPUT", default_value = "table",
           value_parser = print::parse_output)]
@@ -163,6 +163,10 @@ pub struct AppListArgs {
     /// After the listing, print each app whose status changes, and each app deleted.
     #[arg(short = 'w', long, env = "KSVC_WEBHOOK_APP_WATCH")]
     pub watch: bool,
+    /// Read the KServices and Revisions in pages of this many (as kubectl's `--chunk-size`).
+    #[arg(long, env = "KSVC_WEBHOOK_APP_CHUNK_SIZE", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=5000))]
+    pub chunk_size: u32,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]

@@ -26,12 +26,17 @@ use crate::watch::hub::AppRecord;
 use crate::watch::status::{AppStatus, Phase, status_for};
 use crate::watch::view::{KService, Revision};
 
+/// Objects a list page holds where the command has no `--chunk-size` (kubectl's default).
+const CHUNK: u32 = 500;
+
 /// Which KServices a read covers.
 struct Scope<'a> {
     /// `None`: every namespace.
     namespace: Option<&'a str>,
     name: Option<&'a str>,
     selector: Option<&'a str>,
+    /// Objects a list page holds (kubectl's `--chunk-size`).
+    chunk: u32,
 }
 
 impl Scope<'_> {
@@ -64,6 +69,7 @@ pub async fn status(
         namespace: Some(ns),
         name: Some(name),
         selector: None,
+        chunk: CHUNK,
     };
     let mut printer = Printer::new(args.output.output.clone(), false);
     let apps = read(client.clone(), &scope).await?;
@@ -103,6 +109,7 @@ pub async fn list(
         namespace: (!args.all_namespaces).then_some(ns),
         name: None,
         selector: args.selector.as_deref(),
+        chunk: args.chunk_size,
     };
     let mut printer = Printer::new(args.output.output.clone(), args.all_namespaces);
     if !args.watch {
@@ -152,6 +159,7 @@ async fn follow_until(
         namespace: Some(ns),
         name: Some(name),
         selector: None,
+        chunk: CHUNK,
     };
     let mut last: Option<AppStatus> = None;
     let followed = follow(client, &scope, |changes| {
@@ -262,20 +270,34 @@ async fn read(client: Client, scope: &Scope<'_>) -> anyhow::Result<Vec<Shown>> {
             if let Some(selector) = scope.selector {
                 params = params.labels(selector);
             }
-            call::timed("list services", TIMEOUT, services.list(&params))
-                .await?
-                .items
+            all_pages(&services, params, scope.chunk).await?
         }
     };
     let mut rev_params = ListParams::default();
     if let Some(labels) = scope.revision_labels() {
         rev_params = rev_params.labels(&labels);
     }
-    let revs = call::timed("list revisions", TIMEOUT, revisions.list(&rev_params))
-        .await?
-        .items;
+    let revs = all_pages(&revisions, rev_params, scope.chunk).await?;
     let now = Timestamp::now();
     Ok(ksvcs.iter().map(|ksvc| shown(ksvc, &revs, now)).collect())
+}
+
+/// Every object of a list, read `chunk` at a time (`limit`, then the `continue` token of each
+/// page) as kubectl reads a large list.
+async fn all_pages<K>(api: &Api<K>, params: ListParams, chunk: u32) -> anyhow::Result<Vec<K>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut params = params.limit(chunk);
+    let mut items = Vec::new();
+    loop {
+        let page = call::timed("list", TIMEOUT, api.list(&params)).await?;
+        items.extend(page.items);
+        match page.metadata.continue_.filter(|t| !t.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(items),
+        }
+    }
 }
 
 fn shown<R: std::borrow::Borrow<Revision>>(ksvc: &KService, revs: &[R], now: Timestamp) -> Shown {
@@ -304,14 +326,14 @@ async fn follow(
     mut handle: impl FnMut(&[Change]) -> anyhow::Result<bool>,
 ) -> anyhow::Result<()> {
     let (services, revisions) = scope.apis(client);
-    let mut svc_cfg = watcher::Config::default();
+    let mut svc_cfg = watcher::Config::default().page_size(scope.chunk);
     if let Some(name) = scope.name {
         svc_cfg = svc_cfg.fields(&format!("metadata.name={name}"));
     }
     if let Some(selector) = scope.selector {
         svc_cfg = svc_cfg.labels(selector);
     }
-    let mut rev_cfg = watcher::Config::default();
+    let mut rev_cfg = watcher::Config::default().page_size(scope.chunk);
     if let Some(labels) = scope.revision_labels() {
         rev_cfg = rev_cfg.labels(&labels);
     }

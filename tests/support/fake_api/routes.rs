@@ -240,9 +240,23 @@ fn list(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
         })
         .map(|(_, v)| v.clone())
         .collect();
-    axum::Json(json!({"apiVersion": "v1", "kind": "List",
-                      "metadata": {"resourceVersion": inner.rv.to_string()}, "items": items}))
-    .into_response()
+    let limit = q.get("limit").and_then(|l| l.parse::<usize>().ok());
+    let (items, next) = match limit.filter(|_| inner.paging) {
+        Some(limit) => {
+            // The token is the offset of the next page.
+            let from: usize = q.get("continue").map_or(0, |c| c.parse().unwrap());
+            let to = (from + limit).min(items.len());
+            let next = (to < items.len()).then(|| to.to_string());
+            (items[from..to].to_vec(), next)
+        }
+        None => (items, None),
+    };
+    let mut metadata = json!({"resourceVersion": inner.rv.to_string()});
+    if let Some(next) = next {
+        metadata["continue"] = json!(next);
+    }
+    axum::Json(json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": items}))
+        .into_response()
 }
 
 fn watch_stream(
