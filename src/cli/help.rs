@@ -144,4 +144,5 @@ Environment:
 
 Examples:
   ksvc-webhook check
-  ksvc-webhook check --wait --timeout 2m -o json";
+  ksvc-webhook check --wait --timeout 2m -o json
+  ksvc-webhook check --pre                  # before installing";

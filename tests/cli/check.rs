@@ -510,3 +510,107 @@ async fn wait_repeats_until_the_install_is_healthy() {
     .await;
     assert_eq!(late.code, Some(1));
 }
+
+/// An empty cluster with Knative Serving's CRD, and a user who may create every kind.
+async fn empty_cluster() -> FakeApi {
+    let fake = FakeApi::start().await;
+    fake.put(
+        "customresourcedefinitions",
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": "services.serving.knative.dev"},
+               "spec": {"versions": [{"name": "v1", "served": true, "storage": true}]},
+               "status": {"conditions": [{"type": "Established", "status": "True"}]}}),
+    );
+    // The kubeconfig's user, not impersonated.
+    for (_, group, resource, _) in ksvc_webhook::cli::check::pre::BASE_KINDS {
+        fake.allow("", group, resource, "create");
+    }
+    fake
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_passes_on_an_empty_cluster_and_fails_once_without_knative() {
+    let fake = empty_cluster().await;
+    let ran = run(&fake, &["check", "--pre"]).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert_eq!(
+        ran.stdout,
+        "✓ the API server runs Kubernetes v1.35.0-fake, 1.33 or newer
+✓ Knative Services are served (services.serving.knative.dev v1)
+✓ you may create all 12 kinds the install holds
+✓ namespace ksvc-system is free: the install creates it
+✓ no webhook configuration of ksvc-webhook is there yet
+"
+    );
+    fake.remove(
+        "customresourcedefinitions",
+        "",
+        "services.serving.knative.dev",
+    );
+    let ran = run(&fake, &["check", "--pre"]).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert_eq!(
+        failures(&ran),
+        ["× the CRD services.serving.knative.dev is not installed"]
+    );
+    assert!(
+        ran.stdout.contains("    install Knative Serving\n"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_names_what_stands_in_the_way() {
+    let fake = empty_cluster().await;
+    fake.remove(
+        "fake-rbac",
+        "",
+        ".create.clusterroles.rbac.authorization.k8s.io",
+    );
+    fake.put(
+        "namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ksvc-system"}}),
+    );
+    let (ca, _) = material(1, 365);
+    fake.put(
+        "mutatingwebhookconfigurations",
+        webhook_config(
+            "MutatingWebhookConfiguration",
+            "zz-ksvc-webhook.flyte.org",
+            &ca,
+        ),
+    );
+    let ran = run(&fake, &["check", "--pre", "--cert-manager", "-o", "json"]).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    let report: Value = serde_json::from_str(&ran.stdout).unwrap();
+    let failed: Vec<(&str, &Value)> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .map(|c| (c["check"].as_str().unwrap(), &c["details"]))
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            (
+                "install-permissions",
+                &json!([
+                    "create ClusterRole",
+                    "create Certificate in ksvc-system",
+                    "create Issuer in ksvc-system"
+                ])
+            ),
+            ("namespace", &Value::Null),
+            ("cert-manager-crd", &Value::Null),
+            ("cert-manager-crd", &Value::Null),
+            (
+                "no-previous-install",
+                &json!(["MutatingWebhookConfiguration zz-ksvc-webhook.flyte.org"])
+            ),
+        ],
+        "{}",
+        ran.stdout
+    );
+}

@@ -1,6 +1,7 @@
 //! `ksvc-webhook check`: is the install healthy? In the spirit of `linkerd check`: a ✓ or ×
 //! line per check (`-o json` for programs), exit 1 when one fails, `--wait` to retry until all
-//! pass; one line when the API server cannot be reached at all.
+//! pass; one line when the API server cannot be reached at all. `--pre` checks before an install
+//! instead ([`pre`]).
 //!
 //! Thin: reads the install with the user's credentials (not in any `API_CALLS`: CRDs, webhook
 //! configurations, the Secret, EndpointSlices, the catalogue ConfigMap and namespaces get/list,
@@ -9,6 +10,7 @@
 //! [`eval`]'s, what the server's own answers mean [`probe`]'s.
 
 mod eval;
+pub mod pre;
 mod probe;
 
 use std::io::Write;
@@ -66,6 +68,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
             // An API server that cannot be reached is one line, not a × for every read.
             let outcomes = match reach(&client, &server).await {
                 Some(unreachable) => vec![unreachable],
+                None if args.pre => pre::checks(&client, &server, &args).await,
                 None => checks(&client, &as_sa, &server, &args).await,
             };
             let done = outcomes.iter().all(|o| o.ok);
@@ -442,6 +445,15 @@ pub struct CheckArgs {
     #[arg(short = 'o', long, env = "KSVC_WEBHOOK_CHECK_OUTPUT", value_enum,
           default_value_t = CheckOutput::Text)]
     pub output: CheckOutput,
+    /// Check before installing instead: the API server's version, Knative's CRD, your right to
+    /// create every kind the install holds, the namespace free or the webhook's, and no webhook
+    /// configuration of a previous install.
+    #[arg(long, env = "KSVC_WEBHOOK_CHECK_PRE")]
+    pub pre: bool,
+    /// With `--pre`: the install will take its certificates from cert-manager (the
+    /// cert-manager overlay), so cert-manager's CRDs must be there and you must create its kinds.
+    #[arg(long, env = "KSVC_WEBHOOK_CHECK_CERT_MANAGER", requires = "pre")]
+    pub cert_manager: bool,
     /// Repeat the checks every 2s until all pass or `--timeout` ends.
     #[arg(long, env = "KSVC_WEBHOOK_CHECK_WAIT")]
     pub wait: bool,

@@ -31,6 +31,8 @@ fn parse(uri: &Uri) -> Option<Path> {
         .query()
         .is_some_and(|q| q.split('&').any(|kv| kv == "dryRun=All"));
     let (namespace, rest) = match rest {
+        // A Namespace itself: `namespaces/NAME`.
+        ["namespaces", _] => (None, rest),
         ["namespaces", ns, rest @ ..] => (Some(ns.to_string()), rest),
         rest => (None, rest),
     };
