@@ -46,9 +46,22 @@ fn completion(args: &CompletionArgs) -> anyhow::Result<()> {
         Shell::Zsh => clap_complete::Shell::Zsh,
         Shell::Fish => clap_complete::Shell::Fish,
     };
-    let mut out = std::io::stdout().lock();
-    clap_complete::generate(shell, &mut Cli::command(), "ksvc-webhook", &mut out);
-    Ok(())
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "ksvc-webhook", &mut script);
+    let script = String::from_utf8(script)?;
+    let script = match args.shell {
+        Shell::Bash => bash_subcommands_fixed(&script),
+        Shell::Zsh | Shell::Fish => script,
+    };
+    std::io::Write::write_all(&mut std::io::stdout().lock(), script.as_bytes())
+        .map_err(|e| anyhow::anyhow!("cannot write the completion script: {e}"))
+}
+
+/// clap_complete's bash script names the states of a hyphenated binary's subcommands two ways:
+/// it sets `cmd=ksvc__webhook__subcmd__app` but matches `ksvc__subcmd__webhook__subcmd__app)`,
+/// so nothing below the top level completes. The matches are renamed to what is set.
+fn bash_subcommands_fixed(script: &str) -> String {
+    script.replace("ksvc__subcmd__webhook__subcmd__", "ksvc__webhook__subcmd__")
 }
 
 /// Parse the command line; exit 2 with clap's message when it is wrong, naming the environment

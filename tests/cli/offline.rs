@@ -234,34 +234,6 @@ fn mutate_acts_as_the_given_writer() {
     assert_ne!(sha_as(&[]), "platform-own-sha");
 }
 
-#[test]
-fn completion_scripts_load_in_their_shells() {
-    for (shell, marker) in [
-        ("bash", "complete -F _ksvc__webhook"),
-        ("zsh", "#compdef ksvc-webhook"),
-        ("fish", "complete -c ksvc-webhook"),
-    ] {
-        let out = run(&["completion", shell], b"");
-        assert_eq!(out.status.code(), Some(0), "{shell}");
-        let script = text(&out.stdout);
-        assert!(script.contains(marker), "{shell}: {script}");
-        // fish writes a flag as `-l dry-run`.
-        for word in ["mutate", "app", "list", "dry-run", "until"] {
-            assert!(script.contains(word), "{shell} lacks {word}");
-        }
-    }
-    // bash parses what it is given.
-    let bash = run(&["completion", "bash"], b"");
-    let check = Command::new("bash")
-        .args(["-n", "-c", &text(&bash.stdout)])
-        .output()
-        .unwrap();
-    assert!(check.status.success(), "{}", text(&check.stderr));
-    let bad = run(&["completion", "tcsh"], b"");
-    assert_eq!(bad.status.code(), Some(2));
-    assert!(text(&bad.stderr).contains("[possible values: bash, zsh, fish]"));
-}
-
 /// The example reviews as `make run` decides them (the example sidecar catalogue loaded): the
 /// README's curl lines get what they promise.
 #[test]
