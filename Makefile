@@ -38,7 +38,7 @@ bench: bench-core bench-load
 bench-core:
 	$(CARGO) bench --bench review --bench sidecars --bench watch --bench drift
 
-# HTTPS load benchmark of the server with oha (see README "Server performance").
+# HTTPS load benchmark of the server with oha (see docs/performance.md).
 bench-load:
 	./scripts/bench-load.sh
 
