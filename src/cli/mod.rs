@@ -143,7 +143,8 @@ pub fn message(err: &anyhow::Error) -> String {
 
 /// Admission webhook, sidecar injector and watch loop for Knative Services.
 #[derive(Debug, Parser)]
-#[command(name = "ksvc-webhook", version, about, long_about = None)]
+#[command(name = "ksvc-webhook", about, long_about = None,
+          version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("KSVC_WEBHOOK_COMMIT"), ")"))]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

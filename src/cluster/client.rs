@@ -31,7 +31,7 @@ pub struct ClientArgs {
     pub context: Option<String>,
     /// Timeout of connecting to the API server and, for the server's loops, of every call.
     #[arg(long, env = "KSVC_WEBHOOK_API_TIMEOUT", default_value = "10s",
-          value_parser = flags::parse_nonzero_duration)]
+          allow_hyphen_values = true, value_parser = flags::parse_nonzero_duration)]
     pub api_timeout: Duration,
 }
 

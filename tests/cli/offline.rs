@@ -377,3 +377,23 @@ fn mutate_diff_shows_only_what_admission_changes() {
     let again = run(&["mutate", "-f", "-", "--diff"], &admitted.stdout);
     assert_eq!(text(&again.stdout), "", "admitted twice: nothing changes");
 }
+
+/// `--version` names the commit it was built from (`unknown` outside a git checkout).
+#[test]
+fn version_names_the_commit() {
+    let out = run(&["--version"], b"");
+    let version = text(&out.stdout);
+    let commit = version
+        .strip_prefix(concat!(
+            "ksvc-webhook ",
+            env!("CARGO_PKG_VERSION"),
+            " (commit "
+        ))
+        .and_then(|rest| rest.strip_suffix(")\n"))
+        .unwrap_or_else(|| panic!("{version}"));
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{version}"
+    );
+}

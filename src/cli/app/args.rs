@@ -76,7 +76,7 @@ pub struct WaitArgs {
     pub wait: bool,
     /// How long `--wait` (or `status --until`) waits before it fails.
     #[arg(long, env = "KSVC_WEBHOOK_APP_TIMEOUT", default_value = "5m",
-          value_parser = flags::parse_nonzero_duration)]
+          allow_hyphen_values = true, value_parser = flags::parse_nonzero_duration)]
     pub timeout: Duration,
     /// `server`: send the write as a dry run (admission and validation run, nothing is
     /// stored); `none`: write.
@@ -137,7 +137,7 @@ pub struct AppStatusArgs {
     pub until: Option<Phase>,
     /// How long `--until` waits before it fails.
     #[arg(long, env = "KSVC_WEBHOOK_APP_TIMEOUT", default_value = "5m",
-          value_parser = flags::parse_nonzero_duration)]
+          allow_hyphen_values = true, value_parser = flags::parse_nonzero_duration)]
     pub timeout: Duration,
     #[command(flatten)]
     pub output: OutputArgs,

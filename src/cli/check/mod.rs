@@ -459,7 +459,7 @@ pub struct CheckArgs {
     pub wait: bool,
     /// How long `--wait` repeats the checks.
     #[arg(long, env = "KSVC_WEBHOOK_CHECK_TIMEOUT", default_value = "5m",
-          value_parser = flags::parse_nonzero_duration)]
+          allow_hyphen_values = true, value_parser = flags::parse_nonzero_duration)]
     pub timeout: Duration,
     #[command(flatten)]
     pub cluster: ClientArgs,
