@@ -70,7 +70,8 @@ fn bash_completes_subcommands_flags_and_values() {
         [
             "--sidecars",
             "--sidecars-configmap",
-            "--sidecars-from-cluster"
+            "--sidecars-from-cluster",
+            "--strict"
         ]
     );
     assert_eq!(
@@ -142,7 +143,8 @@ fn fish_completes_subcommands_flags_and_values() {
         [
             "--sidecars",
             "--sidecars-configmap",
-            "--sidecars-from-cluster"
+            "--sidecars-from-cluster",
+            "--strict"
         ]
     );
     assert_eq!(
