@@ -188,8 +188,28 @@ pub fn admission(valid: &DryRun, invalid: &DryRun, install: &Install, namespace:
         "kubectl -n {} logs deploy/{}",
         install.namespace, install.service
     );
+    let not_called = || {
+        Outcome::fail(
+            CHECK,
+            format!(
+                "a server dry run in {namespace} admits a KService unchanged (no name, {} or \
+                 env var): the webhook was not called",
+                keys::ANNOTATION_SPEC_SHA
+            ),
+            format!(
+                "check that {namespace} is not opted out and that the \
+                 MutatingWebhookConfiguration's rules select it; with failurePolicy Ignore a \
+                 webhook that cannot be called is skipped without a word"
+            ),
+        )
+    };
     let object = match valid {
         DryRun::Admitted(object) => object,
+        // The probe has no name: only the webhook gives it one, so without the webhook the API
+        // server's own validation refuses it.
+        DryRun::Refused { message, .. } if message.contains("name or generateName is required") => {
+            return not_called();
+        }
         DryRun::Refused { message, .. } if message.contains("failed calling webhook") => {
             return Outcome::fail(
                 CHECK,
@@ -232,19 +252,7 @@ pub fn admission(valid: &DryRun, invalid: &DryRun, install: &Install, namespace:
         .find(|e| e["name"] == keys::ENV_INTERNAL_APP_ENDPOINT_PATTERN)
         .and_then(|e| e["value"].as_str());
     let (Some(name), Some(sha), Some(env)) = (name, sha, env) else {
-        return Outcome::fail(
-            CHECK,
-            format!(
-                "a server dry run in {namespace} admits a KService unchanged (no name, {} or \
-                 env var): the webhook was not called",
-                keys::ANNOTATION_SPEC_SHA
-            ),
-            format!(
-                "check that {namespace} is not opted out and that the \
-                 MutatingWebhookConfiguration's rules select it; with failurePolicy Ignore a \
-                 webhook that cannot be called is skipped without a word"
-            ),
-        );
+        return not_called();
     };
     let admitted = format!(
         "name {name}, {} {sha}, env {}={env}",
@@ -381,7 +389,14 @@ mod tests {
                 .contains("name probe-x, flyte.org/spec-sha abc"),
             "{good:?}"
         );
+        let unnamed = DryRun::Refused {
+            code: 422,
+            message: "Service.serving.knative.dev \"\" is invalid: metadata.name: Required \
+                      value: name or generateName is required"
+                .into(),
+        };
         let cases = [
+            (unnamed, refused.clone(), "the webhook was not called"),
             (
                 DryRun::Admitted(probe("default")),
                 refused.clone(),
