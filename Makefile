@@ -3,7 +3,8 @@ CARGO ?= cargo
 
 .PHONY: run demo install test e2e fmt clippy unit bench bench-core bench-load soak manifests-check monitoring-check image certs
 
-BIN := ./target/release/ksvc-webhook
+# Where cargo builds it: CARGO_TARGET_DIR when set, as cargo itself honours it.
+BIN := $(or $(CARGO_TARGET_DIR),./target)/release/ksvc-webhook
 
 # The main job without a cluster: the offline demo, then the admission server on
 # https://127.0.0.1:8443 with dev certificates made on first run and the example sidecar
@@ -16,8 +17,8 @@ run: demo
 # The admission core on the examples, no server: a mutated managed app, and a rejection.
 demo:
 	$(CARGO) build --release --quiet
-	@echo '--- ksvc-webhook mutate -f examples/sidecar-ksvc.yaml --sidecars examples/sidecars.yaml'
-	@$(BIN) mutate -f examples/sidecar-ksvc.yaml --sidecars examples/sidecars.yaml
+	@echo '--- ksvc-webhook mutate -f examples/sidecar-ksvc.yaml --sidecars examples/sidecars.yaml --diff'
+	@$(BIN) mutate -f examples/sidecar-ksvc.yaml --sidecars examples/sidecars.yaml --diff
 	@echo '--- ksvc-webhook review -f examples/invalid-review.json'
 	@$(BIN) review -f examples/invalid-review.json
 	@echo '--- ksvc-webhook mutate -f examples/invalid-ksvc.yaml (rejected, exit 1)'
@@ -37,7 +38,7 @@ bench: bench-core bench-load
 bench-core:
 	$(CARGO) bench --bench review --bench sidecars --bench watch --bench drift
 
-# HTTPS load benchmark of the server with oha (see README "Server performance").
+# HTTPS load benchmark of the server with oha (see docs/performance.md).
 bench-load:
 	./scripts/bench-load.sh
 
@@ -49,7 +50,7 @@ soak:
 # A check that could not run (the Knative CRD schema or promtool missing) is repeated here, at
 # the end.
 test: fmt clippy manifests-check monitoring-check unit
-	@cat $(MANIFESTS_OUT)/skipped.txt 2>/dev/null >&2 || true
+	@cat $(MANIFESTS_OUT)/skipped.txt >&2 2>/dev/null || true
 
 # The e2e suite against a real kube-apiserver, etcd and kube-controller-manager built from their
 # Go modules (scripts/e2e.sh: builds what is missing, starts, runs tests/e2e, stops). Needs Go.

@@ -108,6 +108,16 @@ pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
         Some(("localhost", port)) => format!("127.0.0.1:{port}"),
         _ => text.to_owned(),
     };
+    // A port past 65535 is the one mistake that the form alone does not explain.
+    let port = full.rsplit_once(':').map(|(_, port)| port);
+    let digits = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    if let Some(port) = port.filter(digits)
+        && port.parse::<u16>().is_err()
+    {
+        return Err(format!(
+            "`{text}`: port {port} is out of range; a port is at most 65535"
+        ));
+    }
     full.parse().map_err(|_| {
         format!(
             "`{text}` is not a listen address; write IP:PORT (0.0.0.0:8443, 127.0.0.1:8443, \
@@ -280,7 +290,14 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(parse_listen_addr(text).unwrap().to_string(), want, "{text}");
         }
-        for bad in ["8443", ":", ":99999", "example.com:80", "1.2.3.4", ""] {
+        for high in [":99999", "127.0.0.1:65536", "[::]:99999"] {
+            let err = parse_listen_addr(high).unwrap_err();
+            assert!(
+                err.ends_with("is out of range; a port is at most 65535"),
+                "{err}"
+            );
+        }
+        for bad in ["8443", ":", "example.com:80", "1.2.3.4", ""] {
             let err = parse_listen_addr(bad).unwrap_err();
             assert!(err.contains("or :PORT for every interface"), "{bad}: {err}");
         }

@@ -9,7 +9,7 @@
 //! The pure cores ([`json`], [`admission`], the planners of [`watch`] and [`certmgr`]) do no I/O
 //! and read no clock (but for `admission::sidecars::load`, which reads the catalogue file); the
 //! shells ([`cli`], [`server`], [`watch`], [`certmgr`], [`cluster`]) own sockets, files and the
-//! cluster.
+//! cluster; [`telemetry`] sets up the server's logs and span export.
 
 pub mod admission;
 pub mod apps;
@@ -22,4 +22,5 @@ pub mod keys;
 pub mod manifest_text;
 pub mod report;
 pub mod server;
+pub mod telemetry;
 pub mod watch;

@@ -18,6 +18,11 @@ use clap::Args;
 /// Generate `ca.crt`, `tls.crt` and `tls.key` into `args.out` and print the base64 caBundle.
 pub fn run(args: CertsArgs) -> anyhow::Result<()> {
     let bundle = write(&args, OffsetDateTime::now_utc())?;
+    eprintln!(
+        "wrote ca.crt, tls.crt and tls.key to {}; the caBundle of the webhook configurations \
+         (base64 of ca.crt) follows on stdout",
+        args.out.display()
+    );
     println!("{bundle}");
     Ok(())
 }

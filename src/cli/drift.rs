@@ -1,40 +1,37 @@
-//! `ksvc-webhook drift`: which KServices admission would change today, and why — the report the
-//! watch loop keeps on `/apps`, computed here from a cluster with the user's own kubeconfig
-//! (`-n NS` or `-A`) or from a file (`-f`, e.g. the output of `kubectl get ksvc -A -o yaml`).
+//! `ksvc-webhook drift`: which KServices admission would change today, and why.
 //!
-//! Thin: each KService is read as the loop's cache reads it (`watch::view`) and judged by
-//! `admission::drift`. One that cannot be read is a row of its own, never the end of the report.
+//! By default the server's own answer: the drift report its watch loop keeps on `/apps`, read
+//! through the API server's service proxy ([`super::status`]), so the command says what the
+//! alert that sent you here says. With `-f FILE` (e.g. the output of `kubectl get ksvc -A -o
+//! yaml`) it judges offline instead, with the policy flags given (`--sidecars-from-cluster` reads
+//! the catalogue's ConfigMap as `mutate` does): each KService is read as the loop's cache reads
+//! it (`watch::view`) and judged by `admission::drift`; one that cannot be read is a row of its
+//! own, never the end of the report.
+//!
 //! Exit codes follow `kubectl diff`: 0 when nothing has drifted, 1 when something has, 2 on an
 //! error (the report is still printed for every KService that could be read). Never writes to
-//! the cluster; its reads (services list, namespaces list) use the user's credentials, so they
-//! are in no `API_CALLS`.
+//! the cluster; its reads use the user's credentials, so they are in no `API_CALLS`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, ListParams, PartialObjectMeta};
-
-use kube::{Client, ResourceExt};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::policy::PolicyArgs;
+use super::status::{self, StatusApiArgs};
 use crate::admission::Policy;
 use crate::admission::drift::{self, Finding};
-use crate::cluster::call;
 use crate::cluster::client::{self, ClientArgs};
 use crate::keys;
 use crate::manifest_text;
 use crate::report::error_chain;
+use crate::watch::hub::AppRecord;
 use crate::watch::view::KService;
-use crate::watch::writes::knative;
-
-const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The end of a command that has printed all it had to say: only its exit status is left
 /// (`main` exits with it and prints nothing more).
@@ -59,22 +56,33 @@ pub fn run(args: DriftArgs) -> anyhow::Result<()> {
 
 /// Print the report of `args` to `out`; returns the exit status.
 fn report(args: &DriftArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let policy = args
-        .policy
-        .policy()
-        .context("invalid admission policy flags")?;
-    let input = match &args.file {
-        Some(path) => from_file(path, args.namespace.as_deref())?,
+    let mut rows: Vec<Row> = match &args.file {
+        Some(path) => {
+            let mut policy = args
+                .policy
+                .policy()
+                .context("invalid admission policy flags")?;
+            if args.sidecars_from_cluster {
+                policy.sidecars = Arc::new(super::offline::catalogue_from_cluster(
+                    &args.cluster,
+                    &args.sidecars_configmap,
+                )?);
+            }
+            let input = from_file(path, args.namespace.as_deref())?;
+            input
+                .services
+                .into_iter()
+                .map(|s| row(s, &input.namespaces, &policy))
+                .collect()
+        }
         None => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
-            .block_on(from_cluster(args))?,
+            .block_on(from_server(args))?
+            .into_iter()
+            .map(Row::from)
+            .collect(),
     };
-    let mut rows: Vec<Row> = input
-        .services
-        .into_iter()
-        .map(|s| row(s, &input.namespaces, &policy))
-        .collect();
     rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     print(&rows, args.output, out)?;
     let code = match (
@@ -86,6 +94,17 @@ fn report(args: &DriftArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         (false, false) => 0,
     };
     Ok(code)
+}
+
+/// The server's records of the namespace the flags name (`-A`: all).
+async fn from_server(args: &DriftArgs) -> anyhow::Result<Vec<AppRecord>> {
+    let (client, server) = client::proxy_client(&args.cluster).await?;
+    let namespace = match (args.all_namespaces, &args.namespace) {
+        (true, _) => None,
+        (false, Some(ns)) => Some(ns.clone()),
+        (false, None) => Some(client.default_namespace().to_owned()),
+    };
+    Ok(status::apps(&client, &server, &args.status_api, namespace.as_deref()).await?)
 }
 
 /// The KServices to judge, and the opt-out label of each namespace known to have one.
@@ -147,64 +166,6 @@ fn from_file(path: &Path, namespace: Option<&str>) -> anyhow::Result<Input> {
     Ok(input)
 }
 
-/// The KServices of the namespace the flags name (`-A`: all), with the user's credentials.
-async fn from_cluster(args: &DriftArgs) -> anyhow::Result<Input> {
-    let (client, _server) = client::client(&args.cluster, None).await?;
-    let namespace = match (args.all_namespaces, &args.namespace) {
-        (true, _) => None,
-        (false, Some(ns)) => Some(ns.clone()),
-        (false, None) => Some(client.default_namespace().to_owned()),
-    };
-    let resource = knative("Service", "services");
-    let api: Api<DynamicObject> = match &namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    let list = call::timed("list KServices", TIMEOUT, api.list(&ListParams::default())).await?;
-    let services = list
-        .items
-        .into_iter()
-        .map(serde_json::to_value)
-        .collect::<Result<_, _>>()?;
-    let namespaces = match namespace_labels(client, namespace.as_deref()).await {
-        Ok(labels) => labels,
-        Err(err) => {
-            eprintln!(
-                "warning: cannot list namespaces ({}); a namespace's {} label is not seen, only \
-                 the system namespaces are reported excluded",
-                error_chain(err.as_ref()),
-                keys::LABEL_NAMESPACE_INJECT
-            );
-            BTreeMap::new()
-        }
-    };
-    Ok(Input {
-        services,
-        namespaces,
-    })
-}
-
-/// The opt-out label of the namespaces (the one named, or all) that have one.
-async fn namespace_labels(
-    client: Client,
-    namespace: Option<&str>,
-) -> anyhow::Result<BTreeMap<String, String>> {
-    let api = Api::<PartialObjectMeta<Namespace>>::all(client);
-    let params = match namespace {
-        Some(ns) => ListParams::default().fields(&format!("metadata.name={ns}")),
-        None => ListParams::default(),
-    };
-    let list = call::timed("list namespaces", TIMEOUT, api.list_metadata(&params)).await?;
-    Ok(list
-        .items
-        .iter()
-        .filter_map(|ns| {
-            let label = ns.labels().get(keys::LABEL_NAMESPACE_INJECT)?;
-            Some((ns.name_any(), label.clone()))
-        })
-        .collect())
-}
-
 /// One KService's line of the report.
 #[derive(Debug, Serialize)]
 struct Row {
@@ -219,6 +180,20 @@ struct Row {
     error: Option<String>,
     #[serde(skip)]
     drifted: bool,
+}
+
+impl From<AppRecord> for Row {
+    /// The server's judgement of one app.
+    fn from(record: AppRecord) -> Self {
+        Row {
+            drifted: !record.drift.drift.is_empty(),
+            namespace: record.namespace,
+            name: record.name,
+            drift: record.drift.drift,
+            new_revision: record.drift.drift_new_revision,
+            error: None,
+        }
+    }
 }
 
 /// Judge one KService.
@@ -330,20 +305,27 @@ Environment:
   KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
   NO_COLOR     any value: no colour in help and errors
 
+Without -f, the report is the server's: the drift its watch loop computes with the policy it
+runs, read from `/apps` through the API server's service proxy (you need get on services/proxy
+in the webhook's namespace). With -f, the KServices in the file are judged here, with the policy
+flags given.
+
 Exit status: 0 nothing has drifted, 1 something has, 2 an error.
 
 Examples:
-  ksvc-webhook drift -A --sidecars sidecars.yaml
+  ksvc-webhook drift -A
   ksvc-webhook drift -n team-a -o json
-  kubectl get ksvc -A -o yaml | ksvc-webhook drift -f -";
+  kubectl get ksvc -A -o yaml | ksvc-webhook drift -f - --sidecars-from-cluster";
 
 /// Arguments of `drift`.
 #[derive(Debug, Clone, Args)]
 #[command(after_help = HELP)]
+#[command(mut_group("PolicyArgs", |g| g.requires("file")))]
 pub struct DriftArgs {
-    /// Judge the KServices in this file (`-` for standard input) instead of a cluster: JSON or
-    /// (multi-document) YAML, `List` items included, e.g. `kubectl get ksvc -A -o yaml`;
-    /// Namespace objects in it give their opt-out label.
+    /// Judge the KServices in this file (`-` for standard input) here, with the policy flags,
+    /// instead of reading the server's report: JSON or (multi-document) YAML, `List` items
+    /// included, e.g. `kubectl get ksvc -A -o yaml`; Namespace objects in it give their opt-out
+    /// label.
     #[arg(
         short = 'f',
         long = "filename",
@@ -365,6 +347,8 @@ pub struct DriftArgs {
     pub all_namespaces: bool,
     #[command(flatten)]
     pub cluster: ClientArgs,
+    #[command(flatten)]
+    pub status_api: StatusApiArgs,
     /// Output format: `table`, `json` or `yaml` (with each reason's detail).
     #[arg(
         short = 'o',
@@ -376,4 +360,21 @@ pub struct DriftArgs {
     pub output: DriftOutput,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// With `-f`: read the sidecar catalogue from the cluster's ConfigMap with your kubeconfig,
+    /// as the server reads it (key `sidecars.yaml`), instead of `--sidecars FILE`.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SIDECARS_FROM_CLUSTER",
+        conflicts_with = "sidecars",
+        requires = "file"
+    )]
+    pub sidecars_from_cluster: bool,
+    /// The catalogue's ConfigMap for `--sidecars-from-cluster`, as NAMESPACE/NAME.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SIDECARS_CONFIGMAP",
+        default_value = "ksvc-system/ksvc-webhook-sidecars",
+        value_name = "NAMESPACE/NAME"
+    )]
+    pub sidecars_configmap: String,
 }

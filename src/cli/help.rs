@@ -144,14 +144,5 @@ Environment:
 
 Examples:
   ksvc-webhook check
-  ksvc-webhook check --wait --timeout 2m -o json";
-
-/// `drift`.
-pub const DRIFT: &str = "\
-Environment:
-  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
-  NO_COLOR     any value: no colour in help and errors
-
-Examples:
-  ksvc-webhook drift -A --sidecars /etc/ksvc-webhook/sidecars.yaml
-  kubectl get ksvc -A -o yaml | ksvc-webhook drift -f - -o json";
+  ksvc-webhook check --wait --timeout 2m -o json
+  ksvc-webhook check --pre                  # before installing";

@@ -1,29 +1,24 @@
-//! The subcommands: thin shells over the pure core.
+//! The subcommands: thin shells over the pure core, a folder for each command with several
+//! files (`app/`, `check/`, `offline/`), a file for each other (`drift`, `certs`, `serve`), and
+//! what they share: the policy flags ([`policy`]), the status API read through the API server
+//! ([`status`]) and the words after each `--help` ([`help`]).
 
 pub mod app;
-mod app_args;
-pub mod app_print;
-mod app_watch;
 pub mod certs;
 pub mod check;
-mod check_eval;
 pub mod drift;
 mod help;
-pub mod inputs;
-pub mod jsonpath;
-mod logs;
-pub mod manifests;
 pub mod offline;
-mod otlp;
 pub mod policy;
 pub mod serve;
+pub mod status;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use app::AppArgs;
 use certs::CertsArgs;
 use drift::DriftArgs;
-use inputs::InputArgs;
+use offline::inputs::InputArgs;
 use offline::{MutateArgs, NameArgs, ReviewArgs, ShaArgs};
 use serve::ServeArgs;
 
@@ -51,9 +46,22 @@ fn completion(args: &CompletionArgs) -> anyhow::Result<()> {
         Shell::Zsh => clap_complete::Shell::Zsh,
         Shell::Fish => clap_complete::Shell::Fish,
     };
-    let mut out = std::io::stdout().lock();
-    clap_complete::generate(shell, &mut Cli::command(), "ksvc-webhook", &mut out);
-    Ok(())
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "ksvc-webhook", &mut script);
+    let script = String::from_utf8(script)?;
+    let script = match args.shell {
+        Shell::Bash => bash_subcommands_fixed(&script),
+        Shell::Zsh | Shell::Fish => script,
+    };
+    std::io::Write::write_all(&mut std::io::stdout().lock(), script.as_bytes())
+        .map_err(|e| anyhow::anyhow!("cannot write the completion script: {e}"))
+}
+
+/// clap_complete's bash script names the states of a hyphenated binary's subcommands two ways:
+/// it sets `cmd=ksvc__webhook__subcmd__app` but matches `ksvc__subcmd__webhook__subcmd__app)`,
+/// so nothing below the top level completes. The matches are renamed to what is set.
+fn bash_subcommands_fixed(script: &str) -> String {
+    script.replace("ksvc__subcmd__webhook__subcmd__", "ksvc__webhook__subcmd__")
 }
 
 /// Parse the command line; exit 2 with clap's message when it is wrong, naming the environment
@@ -135,7 +143,8 @@ pub fn message(err: &anyhow::Error) -> String {
 
 /// Admission webhook, sidecar injector and watch loop for Knative Services.
 #[derive(Debug, Parser)]
-#[command(name = "ksvc-webhook", version, about, long_about = None)]
+#[command(name = "ksvc-webhook", about, long_about = None,
+          version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("KSVC_WEBHOOK_COMMIT"), ")"))]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -173,8 +182,7 @@ pub enum Command {
     /// Check that the install in the kubeconfig's cluster is healthy: a ✓ or × line per check.
     Check(Box<check::CheckArgs>),
     /// Report which KServices admission would change today, and why (exit 1 when any has
-    /// drifted), from a cluster or a file.
-    #[command(after_help = help::DRIFT)]
+    /// drifted): the server's report, or a file judged here.
     Drift(Box<DriftArgs>),
     /// Print a shell completion script (bash, zsh or fish).
     #[command(after_help = help::COMPLETION)]

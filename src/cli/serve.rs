@@ -16,7 +16,6 @@ use std::num::NonZeroUsize;
 
 use clap::Args;
 
-use super::logs::LogFormat;
 use super::policy::PolicyArgs;
 use crate::apps::{self, args::StatusApiArgs};
 use crate::certmgr::CertArgs;
@@ -25,6 +24,7 @@ use crate::cluster::{self, client::ClientArgs};
 use crate::flags::{parse_bytes, parse_duration, parse_listen_addr};
 use crate::server::catalogue::CatalogueReloader;
 use crate::server::{self, Server, tls::CertPaths};
+use crate::telemetry::logs::LogFormat;
 use crate::watch::args::WatchArgs;
 use crate::{certmgr, watch};
 
@@ -34,10 +34,10 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let spans = args
         .otlp_endpoint
         .as_deref()
-        .map(|endpoint| super::otlp::provider(endpoint, runtime.handle().clone()))
+        .map(|endpoint| crate::telemetry::otlp::provider(endpoint, runtime.handle().clone()))
         .transpose()?;
     // Dropped last: the remaining log lines are written after the server has stopped.
-    let _logs = super::logs::init(args.log_format, spans.as_ref());
+    let _logs = crate::telemetry::logs::init(args.log_format, spans.as_ref());
     // A kubeconfig named but missing is a mistake to say now, not a cluster to retry forever.
     if let Some(path) = args.client.kubeconfig.as_ref().filter(|p| !p.exists()) {
         return Err(crate::cluster::errors::Error::NoKubeconfig {
@@ -53,7 +53,7 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     if let Some(endpoint) = &args.otlp_endpoint {
         tracing::info!(
             endpoint = ?endpoint,
-            queue_spans = super::otlp::QUEUE_SPANS,
+            queue_spans = crate::telemetry::otlp::QUEUE_SPANS,
             "exporting one span per admission review over OTLP/HTTP"
         );
     }
@@ -64,7 +64,7 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let served = runtime.block_on(async {
         let served = serve(args, policy, spans.is_some()).await;
         if let Some(provider) = spans {
-            super::otlp::shutdown(provider).await;
+            crate::telemetry::otlp::shutdown(provider).await;
         }
         served
     });
@@ -334,7 +334,7 @@ pub struct ServeArgs {
     /// to /v1/traces under it; https is verified against the system's CAs or SSL_CERT_FILE). Exports one span per review on /mutate and
     /// /validate-revision-delete, a child of kube-apiserver's span when it sends a
     /// `traceparent` (off when unset).
-    #[arg(long, env = "KSVC_WEBHOOK_OTLP_ENDPOINT", value_name = "URL", value_parser = super::otlp::parse_endpoint)]
+    #[arg(long, env = "KSVC_WEBHOOK_OTLP_ENDPOINT", value_name = "URL", value_parser = crate::telemetry::otlp::parse_endpoint)]
     pub otlp_endpoint: Option<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,

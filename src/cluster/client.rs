@@ -31,7 +31,7 @@ pub struct ClientArgs {
     pub context: Option<String>,
     /// Timeout of connecting to the API server and, for the server's loops, of every call.
     #[arg(long, env = "KSVC_WEBHOOK_API_TIMEOUT", default_value = "10s",
-          value_parser = flags::parse_nonzero_duration)]
+          allow_hyphen_values = true, value_parser = flags::parse_nonzero_duration)]
     pub api_timeout: Duration,
 }
 
@@ -99,6 +99,15 @@ pub async fn client(
     impersonate: Option<(&str, &[String])>,
 ) -> Result<(Client, String), Error> {
     let (config, server) = config(args, impersonate).await?;
+    Ok((build(config, &server)?, server))
+}
+
+/// [`client`] for reading the server through the API server's service proxy: without kube's
+/// retries of 429 and 503 (up to 15, minutes apart), so that one answer of the API server or of
+/// the status API (no endpoints, not synced yet) is seen as it is.
+pub async fn proxy_client(args: &ClientArgs) -> Result<(Client, String), Error> {
+    let (mut config, server) = config(args, None).await?;
+    config.default_retry = false;
     Ok((build(config, &server)?, server))
 }
 

@@ -97,13 +97,14 @@ async fn output_formats_print_what_scripts_read() {
     );
     let list: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(list["kind"], "List");
-    assert_eq!(list["items"][1]["appName"], "b");
+    assert_eq!(list["items"][1]["app_name"], "b");
+    assert!(list["items"][1].get("drift").is_none(), "{list:#}");
     assert_eq!(
-        list["items"][1]["status"]["lastTransitionTime"],
+        list["items"][1]["status"]["last_transition_time"],
         "2026-11-29T00:00:00Z"
     );
     let one = run(&fake, &["app", "status", "a", "-n", "apps", "-o", "yaml"]).await;
-    assert!(ok(&one).contains("\nappName: a\n"), "{}", one.stdout);
+    assert!(ok(&one).contains("\napp_name: a\n"), "{}", one.stdout);
     let wide = run(&fake, &["app", "status", "a", "-n", "apps", "-o", "wide"]).await;
     assert_eq!(column(ok(&wide), 5), ["APP", "proj/dev/a"]);
     let bad = run(&fake, &["app", "list", "-o", "jsonpath={..name}"]).await;
@@ -300,4 +301,67 @@ async fn dry_run_server_asks_the_server_for_a_dry_run() {
     )
     .await;
     assert_eq!(both.code, Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_wait_ends_at_failed_with_the_reason() {
+    let fake = three_apps().await;
+    let _knative = fake.knative(std::time::Duration::from_millis(50));
+    let ran = run(
+        &fake,
+        &[
+            "app",
+            "update",
+            "a",
+            "-n",
+            "apps",
+            "--image",
+            "registry.example/broken:2",
+            "--wait",
+            "--timeout",
+            "2m",
+        ],
+    )
+    .await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert!(ran.stdout.starts_with("apps/a: updated\n"), "{ran:?}");
+    assert_eq!(
+        ran.stderr,
+        "error: apps/a is FAILED, not ACTIVE: RevisionFailed: Revision \"a-00002\" failed: the \
+         image cannot be pulled\n"
+    );
+}
+
+/// A large list is read as kubectl reads it: `--chunk-size` objects a page, following the
+/// `continue` token of each page until the last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_reads_page_by_page() {
+    let fake = three_apps().await;
+    fake.page_lists(true);
+    let all = run(&fake, &["app", "list", "-A", "--chunk-size", "1"]).await;
+    assert_eq!(column(ok(&all), 1), ["NAME", "a", "b", "c"]);
+    let lists: Vec<_> = fake
+        .requests_to(Method::GET, "services")
+        .into_iter()
+        .filter(|r| r.name.is_none())
+        .collect();
+    let pages: Vec<(Option<&str>, Option<&str>)> = lists
+        .iter()
+        .map(|r| {
+            (
+                r.query.get("limit").map(String::as_str),
+                r.query.get("continue").map(String::as_str),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pages,
+        [
+            (Some("1"), None),
+            (Some("1"), Some("1")),
+            (Some("1"), Some("2"))
+        ]
+    );
+    let default = run(&fake, &["app", "list", "-A"]).await;
+    assert_eq!(column(ok(&default), 1), ["NAME", "a", "b", "c"]);
 }

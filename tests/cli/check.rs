@@ -1,12 +1,16 @@
 //! `ksvc-webhook check` against the fake API: a healthy install passes every check and exits 0;
-//! each way an install breaks fails its check with a × line, what to do, and exit 1.
+//! each way an install breaks fails its check with a × line, what to do, and exit 1. The status
+//! API behind the fake's service proxy is the real router; admission in the fake's write path is
+//! the webhook's decision, so the admission check's dry run is really mutated.
 #![allow(clippy::unwrap_used)]
 
 use base64::Engine as _;
+use ksvc_webhook::admission::Policy;
 use ksvc_webhook::certmgr::pki::{self, CertKey};
 use serde_json::{Value, json};
 use support::FakeApi;
-use support::cli::{Ran, run};
+use support::cli::{Ran, run, run_against};
+use support::fake_api::Fault;
 use time::{Duration, OffsetDateTime};
 
 const NS: &str = "ksvc-system";
@@ -96,7 +100,25 @@ async fn healthy() -> (FakeApi, CertKey) {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}),
     );
     allow_server_calls(&fake, SA, &[]);
+    fake.admit_with(Policy::default());
+    let status =
+        support::status_api::setup(fake.client(), std::time::Duration::from_secs(10), (8, 8));
+    fake.proxy_to(status.app);
     (fake, ca)
+}
+
+/// The checks a run failed, by id.
+async fn failed_checks(fake: &FakeApi) -> Vec<String> {
+    let json = run(fake, &["check", "-o", "json"]).await;
+    assert_eq!(json.code, Some(1), "{json:?}");
+    let report: Value = serde_json::from_str(&json.stdout).unwrap();
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .map(|c| c["check"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// The × lines of a run.
@@ -110,7 +132,7 @@ async fn a_healthy_install_passes_every_check() {
     let ran = run(&fake, &["check"]).await;
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let lines: Vec<&str> = ran.stdout.lines().collect();
-    assert_eq!(lines.len(), 9, "{}", ran.stdout);
+    assert_eq!(lines.len(), 10, "{}", ran.stdout);
     assert!(lines.iter().all(|l| l.starts_with("✓ ")), "{}", ran.stdout);
     let calls: usize = ksvc_webhook::cli::check::SERVER_CALLS
         .iter()
@@ -125,16 +147,36 @@ async fn a_healthy_install_passes_every_check() {
         ),
         "✓ the sidecar catalogue in ConfigMap ksvc-system/ksvc-webhook-sidecars loads (2 templates)",
         "✓ namespaces opted out of the webhook: legacy",
-        "✓ the status API behind Service ksvc-system/ksvc-webhook answers (401)",
+        "✓ the status API behind Service ksvc-system/ksvc-webhook answers (401: it asks for a token, which the API server's proxy does not pass on)",
     ] {
         assert!(lines.contains(&needle), "{needle}\n{}", ran.stdout);
     }
+    let admission = lines.last().unwrap();
+    assert!(
+        admission.starts_with("✓ admission answers a server dry run in default: name probe-ksvc-webhook-check-check, flyte.org/spec-sha "),
+        "{admission}"
+    );
+    assert!(
+        admission.ends_with("; an invalid KService is refused"),
+        "{admission}"
+    );
+    assert!(
+        admission.contains(", env INTERNAL_APP_ENDPOINT_PATTERN="),
+        "{admission}"
+    );
+    let dry_runs = fake.requests_to(axum::http::Method::POST, "services");
+    assert!(
+        dry_runs
+            .iter()
+            .all(|r| r.query.get("dryRun").map(String::as_str) == Some("All"))
+    );
+    assert!(fake.all("services").is_empty(), "a dry run stores nothing");
     assert!(ran.stdout.contains("is valid until"), "{}", ran.stdout);
     let json = run(&fake, &["check", "-o", "json"]).await;
     assert_eq!(json.code, Some(0));
     let report: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(report["ok"], true);
-    assert_eq!(report["checks"].as_array().unwrap().len(), 9);
+    assert_eq!(report["checks"].as_array().unwrap().len(), 10);
     assert_eq!(report["checks"][0]["check"], "knative-crd");
 }
 
@@ -146,7 +188,7 @@ async fn fails_with(id: &str, breaks: impl FnOnce(&FakeApi), line: &str) {
     assert_eq!(ran.code, Some(1), "{id}: {ran:?}");
     assert_eq!(failures(&ran), [line], "{id}: {}", ran.stdout);
     assert!(
-        ran.stderr.starts_with("error: 1 of 9 checks failed"),
+        ran.stderr.starts_with("error: 1 of 10 checks failed"),
         "{id}: {}",
         ran.stderr
     );
@@ -206,25 +248,142 @@ async fn no_ready_endpoints_fail() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_api_that_fails_inside_fails_its_check() {
+    use ksvc_webhook::apps::http::{Options, router};
+    let not_synced = router(
+        ksvc_webhook::watch::hub::Hub::new(),
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        Options::unauthenticated(8),
+    );
     fails_with(
         "status-api",
-        |fake| fake.proxy_answers(500),
-        "× the status API behind Service ksvc-system/ksvc-webhook answers 500",
+        |fake| fake.proxy_to(not_synced),
+        "× the status API behind Service ksvc-system/ksvc-webhook answers 503: the app cache has not synced with the cluster yet; retry shortly",
     )
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn missing_rbac_fails_naming_the_calls() {
-    fails_with(
-        "rbac",
-        |fake| {
-            fake.remove("fake-rbac", "", &format!("{SA}.update.secrets."));
-            fake.remove("fake-rbac", "", &format!("{SA}.watch.revisions.serving.knative.dev"));
-        },
-        "× system:serviceaccount:ksvc-system:ksvc-webhook may not: update secrets/ksvc-webhook-certs, watch revisions.serving.knative.dev",
-    )
-    .await;
+async fn missing_rbac_fails_with_a_line_per_call() {
+    let (fake, _) = healthy().await;
+    fake.remove("fake-rbac", "", &format!("{SA}.update.secrets."));
+    fake.remove(
+        "fake-rbac",
+        "",
+        &format!("{SA}.watch.revisions.serving.knative.dev"),
+    );
+    let ran = run(&fake, &["check"]).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    let calls: usize = ksvc_webhook::cli::check::SERVER_CALLS
+        .iter()
+        .map(|c| c.len())
+        .sum();
+    let expected = format!(
+        "× system:serviceaccount:ksvc-system:ksvc-webhook may not make 2 of the {calls} API calls the server makes:
+    - update secrets/ksvc-webhook-certs
+    - watch revisions.serving.knative.dev
+    apply the RBAC of manifests/ (kubectl apply -k manifests/)
+"
+    );
+    assert!(ran.stdout.contains(&expected), "{}", ran.stdout);
+    assert_eq!(failures(&ran).len(), 1, "{}", ran.stdout);
+}
+
+/// The failure that kube-apiserver gives a write when it cannot call the webhook.
+fn cannot_call(why: &'static str) -> Fault {
+    Fault::Refusal(500, "InternalError", why)
+}
+
+/// Four ways an install breaks, each failing its own set of checks with its own words; the
+/// Service missing and the server stopped used to pass the status API check on the API server's
+/// own 404 and 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_way_the_install_breaks_has_its_own_failures() {
+    let service_missing = || async {
+        let (fake, _) = healthy().await;
+        fake.proxy_to_nothing();
+        fake.remove("endpointslices", NS, "ksvc-webhook-abcde");
+        fake.inject("create", "services", None, cannot_call("Internal error occurred: failed calling webhook \"zz-ksvc-webhook.flyte.org\": failed to call webhook: Post \"https://ksvc-webhook.ksvc-system.svc:443/mutate?timeout=10s\": service \"ksvc-webhook\" not found"), 100);
+        fake
+    };
+    let stopped = || async {
+        let (fake, _) = healthy().await;
+        fake.proxy_without_endpoints();
+        fake.put("endpointslices", endpoints(false));
+        fake.inject("create", "services", None, cannot_call("Internal error occurred: failed calling webhook \"zz-ksvc-webhook.flyte.org\": failed to call webhook: Post \"https://ksvc-webhook.ksvc-system.svc:443/mutate?timeout=10s\": no endpoints available for service \"ksvc-webhook\""), 100);
+        fake
+    };
+    let stale_bundle = || async {
+        let (fake, _) = healthy().await;
+        let (other_ca, _) = material(1, 365);
+        fake.put(
+            "mutatingwebhookconfigurations",
+            webhook_config(
+                "MutatingWebhookConfiguration",
+                "zz-ksvc-webhook.flyte.org",
+                &other_ca,
+            ),
+        );
+        fake.inject("create", "services", None, cannot_call("Internal error occurred: failed calling webhook \"zz-ksvc-webhook.flyte.org\": failed to call webhook: Post \"https://ksvc-webhook.ksvc-system.svc:443/mutate?timeout=10s\": tls: failed to verify certificate: x509: certificate signed by unknown authority"), 100);
+        fake
+    };
+    let refusing = || async {
+        let (fake, _) = healthy().await;
+        fake.inject("create", "services", None, Fault::Refusal(400, "BadRequest", "admission webhook \"zz-ksvc-webhook.flyte.org\" denied the request: every write is refused"), 100);
+        fake
+    };
+    let cases = [
+        (
+            service_missing().await,
+            vec!["endpoints", "status-api", "admission"],
+            "× Service ksvc-system/ksvc-webhook does not exist (the API server answers 404: services \"ksvc-webhook\" not found)",
+        ),
+        (
+            stopped().await,
+            vec!["endpoints", "status-api", "admission"],
+            "× no pod of Service ksvc-system/ksvc-webhook answers (the API server answers 503: no endpoints available for service \"ksvc-webhook\")",
+        ),
+        (
+            stale_bundle().await,
+            vec!["mutating-webhook", "admission"],
+            "× the API server cannot call the webhook: Internal error occurred: failed calling webhook \"zz-ksvc-webhook.flyte.org\": failed to call webhook: Post \"https://ksvc-webhook.ksvc-system.svc:443/mutate?timeout=10s\": tls: failed to verify certificate: x509: certificate signed by unknown authority",
+        ),
+        (
+            refusing().await,
+            vec!["admission"],
+            "× admission refuses a valid KService in default (server dry run, 400): admission webhook \"zz-ksvc-webhook.flyte.org\" denied the request: every write is refused",
+        ),
+    ];
+    let mut seen = Vec::new();
+    for (fake, checks, line) in cases {
+        assert_eq!(failed_checks(&fake).await, checks, "{line}");
+        let ran = run(&fake, &["check"]).await;
+        assert!(failures(&ran).contains(&line), "{line}\n{}", ran.stdout);
+        seen.push(failures(&ran).join("\n"));
+    }
+    seen.dedup();
+    assert_eq!(seen.len(), 4, "each breakage reads differently: {seen:#?}");
+}
+
+/// An API server that cannot be reached is one line, not a × for every read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_is_one_line() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let ran = run_against(&format!("http://{addr}"), &["check"]).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert_eq!(
+        ran.stdout.lines().next().unwrap(),
+        format!(
+            "× cannot reach the API server {addr}: The connection to the server {addr} was refused - did you specify the right host or port?"
+        )
+    );
+    assert_eq!(failures(&ran).len(), 1, "{}", ran.stdout);
+    assert!(
+        ran.stderr.starts_with("error: 1 of 1 checks failed"),
+        "{}",
+        ran.stderr
+    );
 }
 
 /// The serving certificate `leaf` in the Secret, and `ca` in both webhook configurations.
@@ -350,4 +509,108 @@ async fn wait_repeats_until_the_install_is_healthy() {
     )
     .await;
     assert_eq!(late.code, Some(1));
+}
+
+/// An empty cluster with Knative Serving's CRD, and a user who may create every kind.
+async fn empty_cluster() -> FakeApi {
+    let fake = FakeApi::start().await;
+    fake.put(
+        "customresourcedefinitions",
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": "services.serving.knative.dev"},
+               "spec": {"versions": [{"name": "v1", "served": true, "storage": true}]},
+               "status": {"conditions": [{"type": "Established", "status": "True"}]}}),
+    );
+    // The kubeconfig's user, not impersonated.
+    for (_, group, resource, _) in ksvc_webhook::cli::check::pre::BASE_KINDS {
+        fake.allow("", group, resource, "create");
+    }
+    fake
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_passes_on_an_empty_cluster_and_fails_once_without_knative() {
+    let fake = empty_cluster().await;
+    let ran = run(&fake, &["check", "--pre"]).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert_eq!(
+        ran.stdout,
+        "✓ the API server runs Kubernetes v1.35.0-fake, 1.33 or newer
+✓ Knative Services are served (services.serving.knative.dev v1)
+✓ you may create all 12 kinds the install holds
+✓ namespace ksvc-system is free: the install creates it
+✓ no webhook configuration of ksvc-webhook is there yet
+"
+    );
+    fake.remove(
+        "customresourcedefinitions",
+        "",
+        "services.serving.knative.dev",
+    );
+    let ran = run(&fake, &["check", "--pre"]).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert_eq!(
+        failures(&ran),
+        ["× the CRD services.serving.knative.dev is not installed"]
+    );
+    assert!(
+        ran.stdout.contains("    install Knative Serving\n"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_names_what_stands_in_the_way() {
+    let fake = empty_cluster().await;
+    fake.remove(
+        "fake-rbac",
+        "",
+        ".create.clusterroles.rbac.authorization.k8s.io",
+    );
+    fake.put(
+        "namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ksvc-system"}}),
+    );
+    let (ca, _) = material(1, 365);
+    fake.put(
+        "mutatingwebhookconfigurations",
+        webhook_config(
+            "MutatingWebhookConfiguration",
+            "zz-ksvc-webhook.flyte.org",
+            &ca,
+        ),
+    );
+    let ran = run(&fake, &["check", "--pre", "--cert-manager", "-o", "json"]).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    let report: Value = serde_json::from_str(&ran.stdout).unwrap();
+    let failed: Vec<(&str, &Value)> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .map(|c| (c["check"].as_str().unwrap(), &c["details"]))
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            (
+                "install-permissions",
+                &json!([
+                    "create ClusterRole",
+                    "create Certificate in ksvc-system",
+                    "create Issuer in ksvc-system"
+                ])
+            ),
+            ("namespace", &Value::Null),
+            ("cert-manager-crd", &Value::Null),
+            ("cert-manager-crd", &Value::Null),
+            (
+                "no-previous-install",
+                &json!(["MutatingWebhookConfiguration zz-ksvc-webhook.flyte.org"])
+            ),
+        ],
+        "{}",
+        ran.stdout
+    );
 }

@@ -7,6 +7,7 @@
 use std::process::{Command, Output};
 
 use axum::http::Method;
+use ksvc_webhook::admission::sidecars::Catalogue;
 use ksvc_webhook::admission::{Policy, Request, decide};
 use serde_json::{Value, json};
 use support::FakeApi;
@@ -159,55 +160,192 @@ fn nothing_drifted_is_0_an_unreadable_kservice_is_2_and_never_stops_the_report()
     assert!(missing.stdout.is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_cluster_is_read_with_the_users_kubeconfig_and_never_written() {
-    let fake = FakeApi::start().await;
-    fake.put(
-        "namespaces",
-        json!({"metadata": {"name": "opted", "labels": {"ksvc-webhook.flyte.org/inject": "disabled"}}}),
-    );
-    fake.put("services", before_the_webhook("apps", "old"));
-    fake.put("services", admitted(before_the_webhook("apps", "current")));
-    fake.put("services", before_the_webhook("opted", "elsewhere"));
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = fake.kubeconfig(dir.path());
-    let run = |args: Vec<String>| {
-        tokio::task::spawn_blocking(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            drift(&args)
-        })
-    };
-    let config = kubeconfig.to_str().unwrap().to_owned();
-    let all = run(vec!["-A".into(), "--kubeconfig".into(), config.clone()])
-        .await
-        .unwrap();
-    assert_eq!(all.status.code(), Some(1), "{}", text(&all.stderr));
-    let table = text(&all.stdout);
-    assert_eq!(
-        cells(&table, "elsewhere-proj-dev"),
-        ["opted", "elsewhere-proj-dev", "excluded", "no"]
-    );
-    assert_eq!(table.lines().count(), 4, "{table}");
-
-    let opted = run(vec![
-        "-n".into(),
-        "opted".into(),
-        "--kubeconfig".into(),
-        config.clone(),
-        "--context".into(),
-        "fake".into(),
-    ])
-    .await
+/// The catalogue of examples/sidecars.yaml, which the server below runs and the CLI is not told.
+fn server_policy() -> Policy {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/sidecars.yaml"
+    ))
     .unwrap();
-    assert_eq!(opted.status.code(), Some(0), "{}", text(&opted.stderr));
-    assert_eq!(text(&opted.stdout).lines().count(), 2);
+    Policy {
+        sidecars: std::sync::Arc::new(Catalogue::parse(&text).unwrap()),
+        ..Policy::default()
+    }
+}
 
-    // The kubeconfig's context namespace (ksvc-system) holds nothing.
-    let own = run(vec!["--kubeconfig".into(), config]).await.unwrap();
-    assert_eq!(own.status.code(), Some(0));
-    assert_eq!(text(&own.stdout).lines().count(), 1, "only the header");
+/// The server's `/apps`, asked directly.
+async fn apps(router: &axum::Router, query: &str) -> (Value, axum::http::HeaderMap) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let request = axum::http::Request::get(format!("/apps{query}"))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (serde_json::from_slice(&body).unwrap(), headers)
+}
 
+/// `drift` with no flags says what the server says: the watch loop's report on `/apps`, with the
+/// catalogue the server runs (not the flags the CLI is given), read through the API server's
+/// service proxy; nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_flags_the_report_is_the_servers() {
+    let fake = FakeApi::start().await;
+    let policy = server_policy();
+    fake.put("services", before_the_webhook("apps", "old"));
+    // Current for the server's catalogue; stale for a CLI judging without one.
+    let mut current = admitted(before_the_webhook("apps", "current"));
+    current = {
+        let ns = current["metadata"]["namespace"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let decision = decide(
+            Request::kservice("u", "UPDATE", &ns, current.clone(), Some(current)),
+            &policy,
+        );
+        decision.object_json().unwrap()
+    };
+    fake.put("services", current);
+    fake.put("services", before_the_webhook("other", "elsewhere"));
+    let (_tx, leading) = tokio::sync::watch::channel(true);
+    let replica = support::Replica::start_with_policy(&fake, "r1", leading, policy);
+    replica.wait_synced().await;
+    let router = ksvc_webhook::apps::http::router(
+        replica.hub.clone(),
+        replica.synced.clone(),
+        ksvc_webhook::apps::http::Options::unauthenticated(8),
+    );
+    fake.proxy_to(router.clone());
+
+    let ran = support::cli::run(&fake, &["drift", "-A", "-o", "json"]).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    let rows: Value = serde_json::from_str(&ran.stdout).unwrap();
+    let (served, _) = apps(&router, "").await;
+    let served: Vec<Value> = served
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            json!({"namespace": r["namespace"], "name": r["name"], "drift": r["drift"],
+                        "new_revision": r["drift_new_revision"]})
+        })
+        .collect();
+    assert_eq!(rows, Value::Array(served), "drift -A agrees with /apps");
+    let drifted: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !r["drift"].as_array().unwrap().is_empty())
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(drifted, ["old-proj-dev", "elsewhere-proj-dev"], "{rows:#}");
+
+    // The kubeconfig's namespace (system) has none; -n asks for one namespace.
+    let own = support::cli::run(&fake, &["drift"]).await;
+    assert_eq!(
+        (own.code, own.stdout.lines().count()),
+        (Some(0), 1),
+        "{own:?}"
+    );
+    let one = support::cli::run(&fake, &["drift", "-n", "apps"]).await;
+    assert_eq!(one.code, Some(1), "{one:?}");
+    assert_eq!(
+        cells(&one.stdout, "current-proj-dev"),
+        ["apps", "current-proj-dev", "-", "no"]
+    );
     for method in [Method::PUT, Method::PATCH, Method::POST, Method::DELETE] {
         assert!(fake.requests_to(method, "services").is_empty());
     }
+}
+
+/// Policy flags judge a file; without `-f` the server's policy is the one, so they are refused.
+#[test]
+fn policy_flags_need_a_file() {
+    let out = drift(&["--sidecars", "examples/sidecars.yaml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--filename"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = drift(&["--sidecars-from-cluster"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+/// The server's report is read page by page (`limit`, then `continue` with the token of the
+/// `x-ksvc-webhook-continue` header) until a page comes without the header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_is_read_page_by_page() {
+    use axum::extract::Query;
+    use std::collections::HashMap;
+    let fake = FakeApi::start().await;
+    let record = |ns: &str, name: &str| {
+        let mut record = serde_json::to_value(support::status_api::record(ns, name)).unwrap();
+        record["drift"] = json!([{"reason": "missing-spec-sha", "detail": "x"}]);
+        record
+    };
+    let pages = move |Query(q): Query<HashMap<String, String>>| async move {
+        assert_eq!(q.get("limit").map(String::as_str), Some("2"));
+        let (items, next) = match q.get("continue").map(String::as_str) {
+            None => (vec![record("a", "x"), record("a", "y")], Some("t1")),
+            Some("t1") => (vec![record("b", "z")], None),
+            Some(other) => panic!("unknown token {other}"),
+        };
+        let mut response = axum::response::IntoResponse::into_response(axum::Json(items));
+        if let Some(next) = next {
+            response
+                .headers_mut()
+                .insert("x-ksvc-webhook-continue", next.parse().unwrap());
+        }
+        response
+    };
+    fake.proxy_to(axum::Router::new().route("/apps", axum::routing::get(pages)));
+    let ran = support::cli::run(&fake, &["drift", "-A", "--chunk-size", "2"]).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    let names: Vec<&str> = ran
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    assert_eq!(names, ["x", "y", "z"], "{}", ran.stdout);
+}
+
+/// Errors read as `app`'s do: the API server's answer as kubectl prints it, never a debug dump.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_worded_as_app_words_them() {
+    let fake = FakeApi::start().await;
+    let missing = support::cli::run(&fake, &["drift", "-A"]).await;
+    assert_eq!(missing.code, Some(2), "{missing:?}");
+    assert_eq!(
+        missing.stderr,
+        "error: cannot read the server's report through Service ksvc-system/ksvc-webhook: Error from server (NotFound): services \"ksvc-webhook\" not found\n"
+    );
+    let status =
+        support::status_api::setup(fake.client(), std::time::Duration::from_secs(10), (8, 8));
+    fake.proxy_to(status.app);
+    let token = support::cli::run(&fake, &["drift", "-A"]).await;
+    assert_eq!(token.code, Some(2), "{token:?}");
+    assert!(
+        token.stderr.starts_with(
+            "error: the status API behind Service ksvc-system/ksvc-webhook asks for a token"
+        ),
+        "{}",
+        token.stderr
+    );
+    let down = support::cli::run_against("http://127.0.0.1:9", &["drift", "-A"]).await;
+    assert_eq!(down.code, Some(2), "{down:?}");
+    assert!(
+        !down.stderr.contains("Error {") && !down.stderr.contains("Status {"),
+        "{}",
+        down.stderr
+    );
+    assert!(
+        down.stderr
+            .contains("The connection to the server 127.0.0.1:9 was refused"),
+        "{}",
+        down.stderr
+    );
 }

@@ -54,6 +54,28 @@ fn values_that_cannot_work_are_refused_with_the_form_expected() {
             "metadata.labels[flyte.org/project]: \"\" is empty",
         ),
         (
+            &[
+                "app",
+                "status",
+                "x",
+                "-n",
+                "apps",
+                "--until",
+                "active",
+                "--timeout",
+                "-1s",
+            ],
+            &[],
+            2,
+            "invalid value '-1s' for '--timeout <TIMEOUT>': `-1s` is negative",
+        ),
+        (
+            &["serve", "--listen", "127.0.0.1:99999"],
+            &[],
+            2,
+            "`127.0.0.1:99999`: port 99999 is out of range; a port is at most 65535",
+        ),
+        (
             &["app", "update", "x", "-n", "apps", "--min-scale", "-1"],
             &[],
             2,

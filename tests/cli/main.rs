@@ -11,6 +11,8 @@ mod app_follow;
 #[cfg(test)]
 mod check;
 #[cfg(test)]
+mod completion;
+#[cfg(test)]
 mod drift;
 #[cfg(test)]
 mod inputs;

@@ -234,34 +234,6 @@ fn mutate_acts_as_the_given_writer() {
     assert_ne!(sha_as(&[]), "platform-own-sha");
 }
 
-#[test]
-fn completion_scripts_load_in_their_shells() {
-    for (shell, marker) in [
-        ("bash", "complete -F _ksvc__webhook"),
-        ("zsh", "#compdef ksvc-webhook"),
-        ("fish", "complete -c ksvc-webhook"),
-    ] {
-        let out = run(&["completion", shell], b"");
-        assert_eq!(out.status.code(), Some(0), "{shell}");
-        let script = text(&out.stdout);
-        assert!(script.contains(marker), "{shell}: {script}");
-        // fish writes a flag as `-l dry-run`.
-        for word in ["mutate", "app", "list", "dry-run", "until"] {
-            assert!(script.contains(word), "{shell} lacks {word}");
-        }
-    }
-    // bash parses what it is given.
-    let bash = run(&["completion", "bash"], b"");
-    let check = Command::new("bash")
-        .args(["-n", "-c", &text(&bash.stdout)])
-        .output()
-        .unwrap();
-    assert!(check.status.success(), "{}", text(&check.stderr));
-    let bad = run(&["completion", "tcsh"], b"");
-    assert_eq!(bad.status.code(), Some(2));
-    assert!(text(&bad.stderr).contains("[possible values: bash, zsh, fish]"));
-}
-
 /// The example reviews as `make run` decides them (the example sidecar catalogue loaded): the
 /// README's curl lines get what they promise.
 #[test]
@@ -330,5 +302,98 @@ async fn mutate_reads_the_catalogue_from_the_cluster() {
         1,
         "{}",
         missing.stderr
+    );
+}
+
+/// Wrong input is named on stderr without changing the output; `--strict` makes it exit 1.
+#[test]
+fn mutate_names_what_is_not_a_kservice_and_unknown_fields() {
+    let manifests = b"apiVersion: serving.knative.dev/v1
+kind: Servce
+metadata: {name: a}
+---
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata:
+  name: b
+  lables: {flyte.org/project: p, flyte.org/domain: d, flyte.org/app-name: b}
+spec: {template: {spec: {containers: [{image: x}]}}}
+";
+    let lenient = run(&["mutate", "-f", "-"], manifests);
+    assert_eq!(lenient.status.code(), Some(0), "{}", text(&lenient.stderr));
+    assert_eq!(
+        text(&lenient.stderr),
+        "warning: Service \"b\": unknown field \"metadata.lables\"\n\
+         warning: 1 document is not a serving.knative.dev/v1 Service, passed through unchanged: \
+         kind Servce (serving.knative.dev/v1)\n"
+    );
+    let strict = run(&["mutate", "-f", "-", "--strict"], manifests);
+    assert_eq!(strict.status.code(), Some(1));
+    assert_eq!(strict.stdout, lenient.stdout, "the output does not change");
+    assert!(
+        text(&strict.stderr)
+            .ends_with("error: --strict: 1 unknown field and 1 document that is not a KService\n"),
+        "{}",
+        text(&strict.stderr)
+    );
+    let review = run(&["mutate", "-f", "examples/managed-review.json"], b"");
+    assert!(
+        text(&review.stderr).contains("an AdmissionReview (give it to `ksvc-webhook review`)"),
+        "{}",
+        text(&review.stderr)
+    );
+    let clean = run(
+        &["mutate", "-f", "examples/managed-ksvc.yaml", "--strict"],
+        b"",
+    );
+    assert_eq!(clean.status.code(), Some(0), "{}", text(&clean.stderr));
+    assert!(clean.stderr.is_empty(), "{}", text(&clean.stderr));
+}
+
+/// `mutate --diff`: what admission changes, as a unified diff, instead of the whole object.
+#[test]
+fn mutate_diff_shows_only_what_admission_changes() {
+    let out = run(
+        &["mutate", "-f", "examples/managed-ksvc.yaml", "--diff"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let diff = text(&out.stdout);
+    assert!(
+        diff.starts_with("--- Service (as written)\n+++ Service (as admitted)\n@@ "),
+        "{diff}"
+    );
+    assert!(diff.contains("\n+  name: myapp-proj-dev\n"), "{diff}");
+    assert!(
+        diff.lines()
+            .any(|l| l.starts_with('+') && l.contains("flyte.org/spec-sha")),
+        "{diff}"
+    );
+    assert!(
+        diff.lines().any(|l| l.starts_with(' ')),
+        "context lines: {diff}"
+    );
+    let admitted = run(&["mutate", "-f", "examples/managed-ksvc.yaml"], b"");
+    let again = run(&["mutate", "-f", "-", "--diff"], &admitted.stdout);
+    assert_eq!(text(&again.stdout), "", "admitted twice: nothing changes");
+}
+
+/// `--version` names the commit it was built from (`unknown` outside a git checkout).
+#[test]
+fn version_names_the_commit() {
+    let out = run(&["--version"], b"");
+    let version = text(&out.stdout);
+    let commit = version
+        .strip_prefix(concat!(
+            "ksvc-webhook ",
+            env!("CARGO_PKG_VERSION"),
+            " (commit "
+        ))
+        .and_then(|rest| rest.strip_suffix(")\n"))
+        .unwrap_or_else(|| panic!("{version}"));
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{version}"
     );
 }

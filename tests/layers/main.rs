@@ -1,5 +1,5 @@
 //! The tree's import graph, checked two ways:
-//! - layering, as the README's "Layout" lists it: a folder of `src/` imports only from folders
+//! - layering, as docs/layout.md lists it: a folder of `src/` imports only from folders
 //!   before it in [`LAYERS`] (and from the leaf modules every layer may use);
 //! - no circles: the files of one folder (and the top-level modules of `src/`) import each other
 //!   one way only, as kube-runtime's watcher → reflector → controller do.
@@ -25,7 +25,7 @@ use graph::{circles, upward};
 use source::{Source, tree};
 
 /// Lowest first.
-const LAYERS: [&str; 8] = [
+const LAYERS: [&str; 9] = [
     "json",
     "admission",
     "cluster",
@@ -33,6 +33,7 @@ const LAYERS: [&str; 8] = [
     "server",
     "watch",
     "apps",
+    "telemetry",
     "cli",
 ];
 

@@ -7,7 +7,9 @@
 //! not stored); [`FakeApi::fail_puts`] injects conflicting writers and
 //! [`FakeApi::inject`] any [`Fault`] (an error status, throttling, no answer, a dropped
 //! connection) into the next calls of one verb on one resource, and [`FakeApi::unreachable`]
-//! into every call. Every request is recorded. Only what the watch loop, the `app` CLI and the certificate manager use is
+//! into every call. The service proxy (`…/services/NAME:PORT/proxy/…`) reaches what
+//! [`FakeApi::proxy_to`] put behind it, or answers as kube-apiserver does for a Service that is
+//! not there or has no endpoints. Every request is recorded. Only what the watch loop, the `app` CLI and the certificate manager use is
 //! implemented (JSON Patch for the webhook configuration's caBundle).
 
 use std::collections::{BTreeMap, HashMap};
@@ -73,11 +75,25 @@ struct Inner {
     last_fault: Option<std::time::Instant>,
     /// Admission in the write path (see admit.rs).
     admission: admit::Admission,
-    /// What the service proxy answers for the webhook's routes (`None`: 401, as the status API
-    /// does to a caller without a token).
-    proxy_status: Option<u16>,
+    /// What is behind the service proxy (the webhook's Service).
+    proxy: Proxy,
+    /// Lists honour `limit` and `continue` ([`FakeApi::page_lists`]).
+    paging: bool,
     /// Writes (PUT, DELETE) to these objects are held this long before they are handled.
     write_delays: HashMap<Key, std::time::Duration>,
+}
+
+/// What the API server's service proxy reaches, as kube-apiserver answers for it.
+#[derive(Default, Clone)]
+pub(crate) enum Proxy {
+    /// No such Service: 404 `services "NAME" not found`.
+    #[default]
+    NoService,
+    /// A Service without ready endpoints: 503 `no endpoints available for service "NAME"`.
+    NoEndpoints,
+    /// A Service whose pod serves these routes (the request goes on without `Authorization`,
+    /// which kube-apiserver removes once it has authenticated the caller).
+    To(axum::Router),
 }
 
 /// What a test stages just before a request is handled (another writer getting there first).
@@ -144,9 +160,25 @@ impl FakeApi {
         Some(inner.hooks.remove(at).2)
     }
 
-    /// Make the service proxy answer `code` for the webhook's routes.
-    pub fn proxy_answers(&self, code: u16) {
-        self.inner.lock().unwrap().proxy_status = Some(code);
+    /// Put `router` behind the service proxy: the webhook's Service with a pod that answers.
+    pub fn proxy_to(&self, router: axum::Router) {
+        self.inner.lock().unwrap().proxy = Proxy::To(router);
+    }
+
+    /// Answer a list with `limit` one page at a time, with a `continue` token while more
+    /// remain, as kube-apiserver does (off: every object at once, as before).
+    pub fn page_lists(&self, on: bool) {
+        self.inner.lock().unwrap().paging = on;
+    }
+
+    /// Nothing behind the service proxy: the webhook's Service does not exist.
+    pub fn proxy_to_nothing(&self) {
+        self.inner.lock().unwrap().proxy = Proxy::NoService;
+    }
+
+    /// The webhook's Service exists, and no pod of it is ready (the server stopped).
+    pub fn proxy_without_endpoints(&self) {
+        self.inner.lock().unwrap().proxy = Proxy::NoEndpoints;
     }
 
     /// A client pointed at this server.

@@ -18,7 +18,7 @@ pub(super) struct Path {
     group: String,
     namespace: Option<String>,
     name: Option<String>,
-    /// `?dryRun=All`: a replace runs admission and its checks, and stores nothing.
+    /// `?dryRun=All`: a create or replace runs admission and its checks, and stores nothing.
     dry_run: bool,
 }
 
@@ -33,6 +33,8 @@ fn parse(uri: &Uri) -> Option<Path> {
         .query()
         .is_some_and(|q| q.split('&').any(|kv| kv == "dryRun=All"));
     let (namespace, rest) = match rest {
+        // A Namespace itself: `namespaces/NAME`.
+        ["namespaces", _] => (None, rest),
         ["namespaces", ns, rest @ ..] => (Some(ns.to_string()), rest),
         rest => (None, rest),
     };
@@ -134,12 +136,13 @@ pub(super) async fn handle(
         return axum::Json(json!({"major": "1", "minor": "35", "gitVersion": "v1.35.0-fake"}))
             .into_response();
     }
-    // The API server's service proxy to the webhook's own routes (`check` asks `/apps`).
-    if uri.path().contains("/proxy/") {
-        let code = fake.inner.lock().unwrap().proxy_status.unwrap_or(401);
-        let body = json!({"error": "answered by the fake's service proxy"});
-        let code = axum::http::StatusCode::from_u16(code).unwrap();
-        return (code, axum::Json(body)).into_response();
+    // The API server's service proxy to the webhook's own routes (`check` and `drift` ask
+    // `/apps`).
+    if let Some((service, rest)) = proxied(&uri) {
+        if fake.is_unreachable() {
+            return Fault::Drop.answer().await;
+        }
+        return proxy(&fake, &service, &rest, method, headers, body).await;
     }
     let Some(path) = parse(&uri) else {
         return status(404, "NotFound", "no such path");
@@ -216,6 +219,56 @@ pub(super) async fn handle(
     }
 }
 
+/// The Service name and the rest of the path (with the query) of a service proxy request:
+/// `/api/v1/namespaces/NS/services/[SCHEME:]NAME[:PORT]/proxy/REST`.
+fn proxied(uri: &Uri) -> Option<(String, String)> {
+    let (before, after) = uri.path().split_once("/proxy")?;
+    let target = before.rsplit('/').next()?;
+    let name = match target.split(':').collect::<Vec<_>>()[..] {
+        [name] | [name, _] => name,
+        [_, name, _] => name,
+        _ => return None,
+    };
+    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+    Some((name.to_owned(), format!("{after}{query}")))
+}
+
+/// The service proxy: what is behind it answers, or kube-apiserver's `Status` says why nothing
+/// can.
+async fn proxy(
+    fake: &FakeApi,
+    service: &str,
+    rest: &str,
+    method: Method,
+    mut headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let behind = fake.inner.lock().unwrap().proxy.clone();
+    match behind {
+        super::Proxy::NoService => status(
+            404,
+            "NotFound",
+            &format!("services \"{service}\" not found"),
+        ),
+        super::Proxy::NoEndpoints => status(
+            503,
+            "ServiceUnavailable",
+            &format!("no endpoints available for service \"{service}\""),
+        ),
+        super::Proxy::To(router) => {
+            use tower::ServiceExt;
+            headers.remove(axum::http::header::AUTHORIZATION);
+            let mut request = axum::http::Request::builder()
+                .method(method)
+                .uri(if rest.is_empty() { "/" } else { rest })
+                .body(Body::from(body))
+                .unwrap();
+            *request.headers_mut() = headers;
+            router.oneshot(request).await.into_response()
+        }
+    }
+}
+
 fn list(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
     let inner = fake.inner.lock().unwrap();
     let items: Vec<Value> = inner
@@ -228,9 +281,23 @@ fn list(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
         })
         .map(|(_, v)| v.clone())
         .collect();
-    axum::Json(json!({"apiVersion": "v1", "kind": "List",
-                      "metadata": {"resourceVersion": inner.rv.to_string()}, "items": items}))
-    .into_response()
+    let limit = q.get("limit").and_then(|l| l.parse::<usize>().ok());
+    let (items, next) = match limit.filter(|_| inner.paging) {
+        Some(limit) => {
+            // The token is the offset of the next page.
+            let from: usize = q.get("continue").map_or(0, |c| c.parse().unwrap());
+            let to = (from + limit).min(items.len());
+            let next = (to < items.len()).then(|| to.to_string());
+            (items[from..to].to_vec(), next)
+        }
+        None => (items, None),
+    };
+    let mut metadata = json!({"resourceVersion": inner.rv.to_string()});
+    if let Some(next) = next {
+        metadata["continue"] = json!(next);
+    }
+    axum::Json(json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": items}))
+        .into_response()
 }
 
 fn watch_stream(
@@ -324,6 +391,10 @@ fn create(fake: &FakeApi, path: &Path, mut obj: Value) -> Response {
     obj["metadata"]["namespace"] = json!(ns);
     obj["metadata"]["uid"] = json!(format!("uid-{}", inner.uid));
     obj["metadata"]["generation"] = json!(1);
+    if path.dry_run {
+        // Admitted and checked, and not stored.
+        return (StatusCode::CREATED, axum::Json(obj)).into_response();
+    }
     let stored = fake.commit(&mut inner, key, "ADDED", obj);
     (StatusCode::CREATED, axum::Json(stored)).into_response()
 }

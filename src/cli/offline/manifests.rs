@@ -30,6 +30,29 @@ pub fn each_kservice(
     }
 }
 
+/// The documents of `inputs` after [`rewrite`].
+#[derive(Debug)]
+pub struct Rewritten {
+    /// Every document, the KServices edited.
+    pub text: String,
+    /// What each document that is not a `serving.knative.dev/v1` Service is (passed through).
+    pub others: Vec<String>,
+}
+
+/// The documents of `doc` that are not KServices, looking inside `kind: List`.
+fn others(doc: &Value, found: &mut Vec<String>) {
+    match doc.get("kind").and_then(Value::as_str) {
+        Some("List") => doc
+            .get("items")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .for_each(|item| others(item, found)),
+        _ if docs::is_kservice(doc) => {}
+        _ => found.push(super::fields::what_it_is(doc)),
+    }
+}
+
 /// Every document of `inputs` in order: a piece holding a KService (or a List of them) after
 /// `edit`, written anew; any other piece exactly as read. JSON inputs alone give JSON, anything
 /// else a YAML stream (JSON is YAML, so a JSON piece passes through there too). An input without
@@ -37,9 +60,10 @@ pub fn each_kservice(
 pub fn rewrite(
     inputs: &[Input],
     mut edit: impl FnMut(&mut Value) -> anyhow::Result<()>,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Rewritten> {
     let json = inputs.iter().all(|i| docs::looks_like_json(&i.text));
     let mut out = String::new();
+    let mut passed = Vec::new();
     let mut objects = 0;
     for input in inputs {
         let pieces = match docs::looks_like_json(&input.text) {
@@ -52,6 +76,7 @@ pub fn rewrite(
             objects += parsed.items.len();
             let mut edited = false;
             for doc in &mut parsed.items {
+                others(doc, &mut passed);
                 each_kservice(doc, &mut |obj| {
                     edited = true;
                     edit(obj)
@@ -78,7 +103,10 @@ pub fn rewrite(
             inputs::names(inputs)
         );
     }
-    Ok(out)
+    Ok(Rewritten {
+        text: out,
+        others: passed,
+    })
 }
 
 /// Append a piece: on a line of its own, after a `---` line in a YAML stream when it brings none.
@@ -115,7 +143,7 @@ mod tests {
     fn documents_that_are_not_kservices_pass_through_byte_for_byte() {
         let other = "# keep me\napiVersion: v1\nkind: ConfigMap   # odd spacing\ndata: {b: '2', a: \"1\"}\n";
         let text = format!("{other}---\n{KSVC}--- # tail\n{other}");
-        let out = rewrite(&[input("m.yaml", &text)], mark).unwrap();
+        let out = rewrite(&[input("m.yaml", &text)], mark).unwrap().text;
         let pieces = docs::split_stream(&out);
         assert_eq!(pieces.len(), 3, "{out}");
         assert_eq!(pieces[0], other);
@@ -124,7 +152,7 @@ mod tests {
             "{out}"
         );
         assert_eq!(pieces[2], format!("--- # tail\n{other}"));
-        let untouched = rewrite(&[input("c.yaml", other)], mark).unwrap();
+        let untouched = rewrite(&[input("c.yaml", other)], mark).unwrap().text;
         assert_eq!(untouched, other);
     }
 
@@ -135,7 +163,7 @@ mod tests {
             input("b.json", "{\"kind\": \"B\"}"),
             input("c.yaml", KSVC),
         ];
-        let out = rewrite(&inputs, mark).unwrap();
+        let out = rewrite(&inputs, mark).unwrap().text;
         assert!(
             out.starts_with(
                 "kind: A\n---\n{\"kind\": \"B\"}\n---\napiVersion: serving.knative.dev/v1\n"
@@ -146,7 +174,7 @@ mod tests {
             input("a.json", "{\"kind\": \"A\"}\n"),
             input("b.json", "[1]"),
         ];
-        assert_eq!(rewrite(&json, mark).unwrap(), "{\"kind\": \"A\"}\n[1]");
+        assert_eq!(rewrite(&json, mark).unwrap().text, "{\"kind\": \"A\"}\n[1]");
     }
 
     #[test]

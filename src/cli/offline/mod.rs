@@ -2,6 +2,10 @@
 //! (but for `mutate --sidecars-from-cluster`, which reads the catalogue's ConfigMap as the server
 //! does). Reading is [`inputs`]'s, and passing other documents through untouched [`manifests`]'s.
 
+mod fields;
+pub mod inputs;
+pub mod manifests;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,16 +18,15 @@ use crate::keys;
 
 use clap::{Args, ValueEnum};
 
-use super::inputs::{self, InputArgs};
-use super::manifests;
-use super::policy::PolicyArgs;
 use crate::admission::sidecars::Catalogue;
 use crate::admission::writers::UserInfo;
+use crate::cli::policy::PolicyArgs;
 use crate::cluster::client::{self, ClientArgs};
 use crate::cluster::{call, errors};
 use crate::json::Node;
 use crate::json::edit::Editor;
 use crate::manifest_text as docs;
+use inputs::InputArgs;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
@@ -66,7 +69,12 @@ pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
         OperationArg::Update => "UPDATE",
     };
     let mut rejections = Vec::new();
+    let mut unknown = 0;
+    let mut diffs = String::new();
     let out = manifests::rewrite(&inputs, |obj| {
+        let before = args.diff.then(|| yaml(obj));
+        let fields = fields::unknown_fields(obj);
+        unknown += fields.len();
         let request = Request {
             user_info: UserInfo {
                 username: args.user.clone().unwrap_or_default(),
@@ -81,6 +89,9 @@ pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
             )
         };
         let shown = display_name(request.object.as_ref());
+        for field in fields {
+            eprintln!("warning: {shown}: unknown field \"{field}\"");
+        }
         let decision = admission::decide(request, &policy);
         for warning in &decision.warnings {
             eprintln!("warning: {shown}: {warning}");
@@ -90,12 +101,63 @@ pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
         } else {
             rejections.push(format!("{shown} rejected: {}", decision.message()));
         }
+        if let Some(before) = before {
+            diffs.push_str(&unified(&before, &yaml(obj), &shown));
+        }
         Ok(())
     })?;
+    let others = &out.others;
+    if !others.is_empty() {
+        let (n, is) = match others.len() {
+            1 => (
+                "1 document is".to_owned(),
+                "a serving.knative.dev/v1 Service",
+            ),
+            n => (
+                format!("{n} documents are"),
+                "serving.knative.dev/v1 Services",
+            ),
+        };
+        eprintln!(
+            "warning: {n} not {is}, passed through unchanged: {}",
+            others.join(", ")
+        );
+    }
     if !rejections.is_empty() {
         bail!("{}", rejections.join("\n"));
     }
-    write_out(&out)
+    write_out(if args.diff { &diffs } else { &out.text })?;
+    if args.strict && (unknown > 0 || !others.is_empty()) {
+        bail!(
+            "--strict: {unknown} unknown field{} and {} document{} that {} not a KService",
+            if unknown == 1 { "" } else { "s" },
+            others.len(),
+            if others.len() == 1 { "" } else { "s" },
+            if others.len() == 1 { "is" } else { "are" },
+        );
+    }
+    Ok(())
+}
+
+/// One object as YAML, for a diff.
+fn yaml(obj: &serde_json::Value) -> String {
+    docs::render(docs::Format::Yaml, std::slice::from_ref(obj)).unwrap_or_default()
+}
+
+/// The unified diff (3 lines of context) from `before` to `after` of `shown`; nothing when
+/// they are equal.
+fn unified(before: &str, after: &str, shown: &str) -> String {
+    let diff = similar::TextDiff::from_lines(before, after);
+    if diff.ratio() == 1.0 {
+        return String::new();
+    }
+    diff.unified_diff()
+        .context_radius(3)
+        .header(
+            &format!("{shown} (as written)"),
+            &format!("{shown} (as admitted)"),
+        )
+        .to_string()
 }
 
 fn display_name(obj: Option<&Node>) -> String {
@@ -145,7 +207,7 @@ pub fn uninject(args: &InputArgs) -> anyhow::Result<()> {
         *obj = node.to_json();
         Ok(())
     })?;
-    write_out(&out)
+    write_out(&out.text)
 }
 
 /// `name`: the deterministic KService name of an identity, or admission's refusal of it.
@@ -246,6 +308,14 @@ pub struct MutateArgs {
     /// The operation to simulate; UPDATE checks the rules that compare with `--old`.
     #[arg(long, value_enum, default_value_t = OperationArg::Create)]
     pub operation: OperationArg,
+    /// Print a unified diff of each KService, as written and as admitted, instead of the
+    /// manifests.
+    #[arg(long, env = "KSVC_WEBHOOK_MUTATE_DIFF")]
+    pub diff: bool,
+    /// Exit 1 (after printing) when a document is not a serving.knative.dev/v1 Service or a
+    /// KService has a field Kubernetes and Knative do not know (each is warned about anyway).
+    #[arg(long, env = "KSVC_WEBHOOK_MUTATE_STRICT")]
+    pub strict: bool,
     /// The stored object, for UPDATE (identity labels must not change).
     #[arg(long, value_name = "FILE")]
     pub old: Option<PathBuf>,
@@ -284,7 +354,7 @@ pub struct MutateArgs {
 
 /// The sidecar catalogue in the ConfigMap `at` (`NAMESPACE/NAME`, key `sidecars.yaml`) of the
 /// cluster `cluster` names, read with the user's credentials.
-fn catalogue_from_cluster(cluster: &ClientArgs, at: &str) -> anyhow::Result<Catalogue> {
+pub(super) fn catalogue_from_cluster(cluster: &ClientArgs, at: &str) -> anyhow::Result<Catalogue> {
     let Some((namespace, name)) = at.split_once('/') else {
         bail!(
             "--sidecars-configmap {at:?}: say NAMESPACE/NAME, e.g. ksvc-system/ksvc-webhook-sidecars"

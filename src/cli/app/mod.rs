@@ -3,10 +3,15 @@
 //!
 //! Thin: each write is one retry-on-conflict read-modify-write of the KService's raw JSON (edits
 //! from `watch::edit`), optionally a server dry run, optionally followed by waiting for the phase
-//! it leads to; reads and watches are in [`super::app_watch`]. These calls run with the user's
+//! it leads to; reads and watches are in [`follow`]. These calls run with the user's
 //! credentials, not the server's service account, so they are not in any `API_CALLS`: services
 //! get/list/update/watch and revisions list/watch. A failed call is worded as kubectl words it
 //! ([`crate::cluster::errors`]).
+
+mod args;
+mod follow;
+pub mod jsonpath;
+pub mod print;
 
 use std::io::Write;
 
@@ -14,11 +19,6 @@ use anyhow::{Context, anyhow, bail};
 use kube::Client;
 use kube::api::Api;
 
-pub use super::app_args::{
-    AppAction, AppArgs, AppListArgs, AppStatusArgs, AppTarget, AppUpdateArgs, AppWriteArgs, DryRun,
-    OutputArgs, TIMEOUT, WaitArgs,
-};
-use super::app_watch;
 use crate::cluster::call::{self, Backoff, Updated};
 use crate::cluster::client;
 use crate::cluster::errors;
@@ -26,6 +26,10 @@ use crate::flags;
 use crate::watch::edit::{AppUpdate, set_stopped};
 use crate::watch::status::Phase;
 use crate::watch::writes::knative;
+pub use args::{
+    AppAction, AppArgs, AppListArgs, AppStatusArgs, AppTarget, AppUpdateArgs, AppWriteArgs, DryRun,
+    OutputArgs, TIMEOUT, WaitArgs,
+};
 
 /// Run `app …` on a fresh single-threaded runtime.
 pub fn run(args: AppArgs) -> anyhow::Result<()> {
@@ -115,8 +119,8 @@ pub async fn run_with_client(
                 None => Ok(()),
             }
         }
-        AppAction::Status(s) => app_watch::status(client, ns, &s, out).await,
-        AppAction::List(l) => app_watch::list(client, ns, &l, out).await,
+        AppAction::Status(s) => follow::status(client, ns, &s, out).await,
+        AppAction::List(l) => follow::list(client, ns, &l, out).await,
     }
 }
 
@@ -143,7 +147,7 @@ async fn write(
     }
     if wait.wait {
         out.flush()?;
-        app_watch::wait_for(client, ns, name, target, wait.timeout, out).await?;
+        follow::wait_for(client, ns, name, target, wait.timeout, out).await?;
     }
     Ok(())
 }

@@ -24,32 +24,36 @@ pub enum Fetched<T> {
 
 /// The result of one check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Outcome {
     /// A short stable id (`knative-crd`, `mutating-webhook`, …).
     pub check: &'static str,
     pub ok: bool,
     pub message: String,
+    /// The items the message counts (the missing permissions), one a line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
     /// What to do about a failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
 }
 
 impl Outcome {
-    fn pass(check: &'static str, message: String) -> Self {
+    pub(super) fn pass(check: &'static str, message: String) -> Self {
         Self {
             check,
             ok: true,
             message,
+            details: Vec::new(),
             hint: None,
         }
     }
 
-    fn fail(check: &'static str, message: String, hint: impl Into<String>) -> Self {
+    pub(super) fn fail(check: &'static str, message: String, hint: impl Into<String>) -> Self {
         Self {
             check,
             ok: false,
             message,
+            details: Vec::new(),
             hint: Some(hint.into()),
         }
     }
@@ -98,7 +102,8 @@ pub fn knative_crd(crd: &Fetched<Value>) -> Outcome {
     }
 }
 
-const HINT_READ: &str = "run check with credentials that may read it (--context, --kubeconfig)";
+pub(super) const HINT_READ: &str =
+    "run check with credentials that may read it (--context, --kubeconfig)";
 
 fn conditions(obj: &Value) -> impl Iterator<Item = &Value> {
     obj["status"]["conditions"].as_array().into_iter().flatten()
@@ -308,43 +313,8 @@ pub fn endpoints(slices: &Fetched<Vec<Value>>, install: &Install) -> Outcome {
     }
 }
 
-fn plural(n: usize) -> &'static str {
+pub(super) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
-}
-
-/// What the status API answered through the API server's service proxy: its HTTP status, or
-/// why no answer came.
-pub type ProxyAnswer = Result<u16, String>;
-
-/// The status API answers: any answer below 500 counts (401 and 403 are its authentication at
-/// work); a server error, or no answer, fails. A 503 (its watch loop not synced yet) is retried by
-/// the client until the deadline, so it shows as no answer.
-pub fn status_api(answer: &ProxyAnswer, install: &Install) -> Outcome {
-    const CHECK: &str = "status-api";
-    let at = format!("Service {}/{}", install.namespace, install.service);
-    let logs = format!(
-        "read the server's log: kubectl -n {} logs deploy/{}",
-        install.namespace, install.service
-    );
-    match answer {
-        Ok(code) if *code >= 500 => Outcome::fail(
-            CHECK,
-            format!("the status API behind {at} answers {code}"),
-            logs,
-        ),
-        Ok(code) => Outcome::pass(
-            CHECK,
-            format!("the status API behind {at} answers ({code})"),
-        ),
-        Err(why) => Outcome::fail(
-            CHECK,
-            format!(
-                "the status API behind {at} does not answer: {why} (a 503 until its watch loop \
-                 has synced is retried until then)"
-            ),
-            format!("{logs}; check the endpoints above, and that you may get services/proxy"),
-        ),
-    }
 }
 
 /// The sidecar catalogue in its ConfigMap loads.
@@ -439,14 +409,21 @@ pub fn rbac(user: &str, access: &[Access]) -> Outcome {
             format!("cannot review the access of {user}: {why}"),
             HINT_READ,
         ),
-        (denied, None) => Outcome::fail(
-            CHECK,
-            format!("{user} may not: {}", denied.join(", ")),
-            "apply the RBAC of manifests/ (kubectl apply -k manifests/)",
-        ),
+        (denied, None) => Outcome {
+            details: denied.iter().map(|c| (*c).to_owned()).collect(),
+            ..Outcome::fail(
+                CHECK,
+                format!(
+                    "{user} may not make {} of the {} API calls the server makes:",
+                    denied.len(),
+                    access.len()
+                ),
+                "apply the RBAC of manifests/ (kubectl apply -k manifests/)",
+            )
+        },
     }
 }
 
 #[cfg(test)]
-#[path = "check_eval_tests.rs"]
+#[path = "eval_tests.rs"]
 mod tests;

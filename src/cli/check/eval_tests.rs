@@ -117,8 +117,10 @@ fn rbac_names_every_call_denied() {
         access("watch services", true),
         access("create events", false),
     ];
+    let denied = rbac("sa", &some);
     assert_eq!(
-        rbac("sa", &some).message,
-        "sa may not: get secrets, create events"
+        denied.message,
+        "sa may not make 2 of the 3 API calls the server makes:"
     );
+    assert_eq!(denied.details, ["get secrets", "create events"]);
 }

@@ -1,11 +1,17 @@
 //! `ksvc-webhook check`: is the install healthy? In the spirit of `linkerd check`: a ✓ or ×
 //! line per check (`-o json` for programs), exit 1 when one fails, `--wait` to retry until all
-//! pass.
+//! pass; one line when the API server cannot be reached at all. `--pre` checks before an install
+//! instead ([`pre`]).
 //!
 //! Thin: reads the install with the user's credentials (not in any `API_CALLS`: CRDs, webhook
 //! configurations, the Secret, EndpointSlices, the catalogue ConfigMap and namespaces get/list,
-//! and SelfSubjectAccessReviews as the server's service account, impersonated); what the reads
-//! mean is [`super::check_eval`]'s.
+//! SelfSubjectAccessReviews as the server's service account, impersonated, `services/proxy` get
+//! and two KService creates as server dry runs); what the reads mean is
+//! [`eval`]'s, what the server's own answers mean [`probe`]'s.
+
+mod eval;
+pub mod pre;
+mod probe;
 
 use std::io::Write;
 use std::time::Duration;
@@ -21,20 +27,22 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::app_args::TIMEOUT;
-use super::check_eval::{self as eval, Access, Fetched, Install, Outcome};
-use super::help;
+use crate::cli::app::TIMEOUT;
+use crate::cli::help;
 use crate::cluster::call;
 use crate::cluster::client::{self, ClientArgs};
 use crate::cluster::errors;
 use crate::cluster::rbac::ApiCall;
+use crate::watch::writes::knative;
 use crate::{apps, certmgr, flags, keys, watch};
+use eval::{Access, Fetched, Install, Outcome};
+use probe::DryRun;
 
 /// Every API call the server makes, by the part that makes it: the grants `check` reviews, and
 /// the union `tests/manifests.rs` holds the RBAC manifests to (add any new part's `API_CALLS`).
@@ -51,13 +59,18 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let (client, server) = client::client(&args.cluster, None).await?;
+        let (client, server) = client::proxy_client(&args.cluster).await?;
         let user = args.reviewed_user();
         let groups = service_account_groups(&user);
         let (as_sa, _) = client::client(&args.cluster, Some((&user, groups.as_slice()))).await?;
         let deadline = tokio::time::Instant::now() + args.timeout;
         let outcomes = loop {
-            let outcomes = checks(&client, &as_sa, &server, &args).await;
+            // An API server that cannot be reached is one line, not a × for every read.
+            let outcomes = match reach(&client, &server).await {
+                Some(unreachable) => vec![unreachable],
+                None if args.pre => pre::checks(&client, &server, &args).await,
+                None => checks(&client, &as_sa, &server, &args).await,
+            };
             let done = outcomes.iter().all(|o| o.ok);
             if done || !args.wait || tokio::time::Instant::now() >= deadline {
                 break outcomes;
@@ -133,7 +146,10 @@ async fn checks(client: &Client, as_sa: &Client, server: &str, args: &CheckArgs)
         Fetched::Failed(why) => Fetched::Failed(why),
     };
     let access = access(as_sa, server, args).await;
-    let status_api = status_api(client, &install).await;
+    let status_api = status_api(client, &install, server).await;
+    let probe_ns = args.probe_namespace.as_str();
+    let valid = dry_run(client, probe::probe(probe_ns), server).await;
+    let invalid = dry_run(client, probe::invalid_probe(probe_ns), server).await;
     vec![
         eval::knative_crd(&crd),
         eval::webhook_config(
@@ -159,26 +175,93 @@ async fn checks(client: &Client, as_sa: &Client, server: &str, args: &CheckArgs)
         eval::rbac(&args.reviewed_user(), &access),
         eval::catalogue(&sidecars, ns, &args.sidecars_configmap),
         eval::opted_out(&namespaces),
-        eval::status_api(&status_api, &install),
+        probe::status_api(&status_api, &install),
+        probe::admission(&valid, &invalid, &install, probe_ns),
     ]
 }
 
-/// `GET /apps` on the server through the API server's service proxy (the caller's credentials
-/// reach the API server, not the status API, so a 401 is the expected answer where it asks for a
-/// token).
-async fn status_api(client: &Client, install: &Install<'_>) -> eval::ProxyAnswer {
+/// `None` when the API server answers `/version`; else the one outcome that says it cannot be
+/// reached.
+async fn reach(client: &Client, server: &str) -> Option<Outcome> {
+    let version = call::timed("probe the API server", TIMEOUT, client.apiserver_version()).await;
+    let worded = match version {
+        Ok(_) => return None,
+        Err(e) => errors::Error::from_call(e, server),
+    };
+    match worded {
+        errors::Error::Refused { .. } | errors::Error::Unreachable { .. } => Some(Outcome::fail(
+            "api-server",
+            format!("cannot reach the API server {server}: {worded}"),
+            "check the kubeconfig's context (--context, --kubeconfig) and that the cluster runs: \
+             kubectl cluster-info",
+        )),
+        // It answers, if not to /version: the checks say more.
+        _ => None,
+    }
+}
+
+/// A KService create sent as a server dry run (`dryRun=All`): admission runs, nothing is stored.
+async fn dry_run(client: &Client, object: Value, server: &str) -> DryRun {
+    let ns = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_owned();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &knative("Service", "services"));
+    let object: DynamicObject = match serde_json::from_value(object) {
+        Ok(object) => object,
+        Err(e) => return DryRun::Failed(e.to_string()),
+    };
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let created = call::timed("dry-run a KService", TIMEOUT, api.create(&params, &object)).await;
+    match created {
+        Ok(object) => DryRun::Admitted(serde_json::to_value(object).unwrap_or_default()),
+        Err(call::Error::Api {
+            source: kube::Error::Api(status),
+            ..
+        }) => DryRun::Refused {
+            code: status.code,
+            message: status.message,
+        },
+        Err(e) => DryRun::Failed(errors::Error::from_call(e, server).to_string()),
+    }
+}
+
+/// `GET /apps?limit=1` on the server through the API server's service proxy: its status, its
+/// `WWW-Authenticate` and its body (the caller's credentials reach the API server, which passes
+/// none on, so the status API's 401 is the expected answer where it asks for a token).
+async fn status_api(client: &Client, install: &Install<'_>, server: &str) -> probe::Proxied {
     let path = format!(
-        "/api/v1/namespaces/{}/services/https:{}:443/proxy/apps",
-        install.namespace, install.service
+        "{}/apps?limit=1",
+        crate::cli::status::proxy_path(install.namespace, install.service)
     );
     let request = axum::http::Request::get(path)
         .body(kube::client::Body::empty())
         .map_err(|e| e.to_string())?;
-    match tokio::time::timeout(TIMEOUT, client.send(request)).await {
-        Ok(Ok(response)) => Ok(response.status().as_u16()),
-        Ok(Err(err)) => Err(crate::report::error_chain(&err)),
-        Err(_) => Err(format!("no answer within {}s", TIMEOUT.as_secs())),
-    }
+    let send = async {
+        let response = client.send(request).await?;
+        let (parts, body) = response.into_parts();
+        let bytes = http_body_util::BodyExt::collect(body).await?.to_bytes();
+        Ok::<_, kube::Error>((parts, bytes))
+    };
+    let (parts, bytes) = match tokio::time::timeout(TIMEOUT, send).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(err)) => return Err(errors::Error::from_kube(&err, server).to_string()),
+        Err(_) => return Err(format!("no answer within {}s", TIMEOUT.as_secs())),
+    };
+    let challenge = parts
+        .headers
+        .get(axum::http::header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    Ok(probe::ProxyAnswer {
+        code: parts.status.as_u16(),
+        challenge,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    })
 }
 
 /// One object as JSON, or why not.
@@ -280,9 +363,12 @@ fn print(outcomes: &[Outcome], output: CheckOutput, out: &mut dyn Write) -> anyh
         }
         CheckOutput::Text => {
             for o in outcomes {
-                match &o.hint {
-                    None => writeln!(out, "✓ {}", o.message)?,
-                    Some(hint) => writeln!(out, "× {}\n    {hint}", o.message)?,
+                writeln!(out, "{} {}", if o.ok { "✓" } else { "×" }, o.message)?;
+                for detail in &o.details {
+                    writeln!(out, "    - {detail}")?;
+                }
+                if let Some(hint) = &o.hint {
+                    writeln!(out, "    {hint}")?;
                 }
             }
         }
@@ -302,7 +388,7 @@ pub struct CheckArgs {
     pub namespace: String,
     /// The webhook's Service.
     #[arg(long, env = "KSVC_WEBHOOK_CHECK_SERVICE", default_value = "ksvc-webhook",
-          value_parser = super::parse_service_name)]
+          value_parser = crate::cli::parse_service_name)]
     pub service: String,
     /// The Secret that holds the serving certificate.
     #[arg(
@@ -350,16 +436,30 @@ pub struct CheckArgs {
     /// kubectl's `--as`).
     #[arg(long = "as", env = "KSVC_WEBHOOK_CHECK_AS", value_name = "USER")]
     pub as_user: Option<String>,
+    /// The namespace the admission check sends its server dry runs of a KService to (nothing is
+    /// stored); it must be one the webhook serves.
+    #[arg(long, env = "KSVC_WEBHOOK_CHECK_PROBE_NAMESPACE", default_value = "default",
+          value_parser = flags::parse_dns_label)]
+    pub probe_namespace: String,
     /// Output format: `text` (a ✓ or × line per check) or `json`.
     #[arg(short = 'o', long, env = "KSVC_WEBHOOK_CHECK_OUTPUT", value_enum,
           default_value_t = CheckOutput::Text)]
     pub output: CheckOutput,
+    /// Check before installing instead: the API server's version, Knative's CRD, your right to
+    /// create every kind the install holds, the namespace free or the webhook's, and no webhook
+    /// configuration of a previous install.
+    #[arg(long, env = "KSVC_WEBHOOK_CHECK_PRE")]
+    pub pre: bool,
+    /// With `--pre`: the install will take its certificates from cert-manager (the
+    /// cert-manager overlay), so cert-manager's CRDs must be there and you must create its kinds.
+    #[arg(long, env = "KSVC_WEBHOOK_CHECK_CERT_MANAGER", requires = "pre")]
+    pub cert_manager: bool,
     /// Repeat the checks every 2s until all pass or `--timeout` ends.
     #[arg(long, env = "KSVC_WEBHOOK_CHECK_WAIT")]
     pub wait: bool,
     /// How long `--wait` repeats the checks.
     #[arg(long, env = "KSVC_WEBHOOK_CHECK_TIMEOUT", default_value = "5m",
-          value_parser = flags::parse_nonzero_duration)]
+          allow_hyphen_values = true, value_parser = flags::parse_nonzero_duration)]
     pub timeout: Duration,
     #[command(flatten)]
     pub cluster: ClientArgs,
@@ -400,6 +500,6 @@ impl CheckArgs {
 pub enum CheckOutput {
     /// A ✓ or × line per check, with what to do under a ×.
     Text,
-    /// `{"ok": …, "checks": [{"check", "ok", "message", "hint"}]}`.
+    /// `{"ok": …, "checks": [{"check", "ok", "message", "details", "hint"}]}`.
     Json,
 }

@@ -89,23 +89,24 @@ fn a_watch_prints_its_header_once_and_keeps_the_columns() {
 }
 
 #[test]
-fn json_is_camel_case_and_pretty_and_a_listing_is_a_list() {
+fn json_has_the_keys_of_apps_without_drift_and_a_listing_is_a_list() {
     let apps = [shown(record("a", Phase::Active, "", Some(1)), None)];
     let one = Printer::new(Output::Json, false)
         .print(&apps, false)
         .unwrap();
-    assert!(one.contains("\n  \"appName\": \"hello\",\n"), "{one}");
+    assert!(one.contains("\n  \"app_name\": \"hello\",\n"), "{one}");
     assert!(
-        one.contains("\"lastTransitionTime\": \"2026-12-01T10:00:00Z\""),
+        one.contains("\"last_transition_time\": \"2026-12-01T10:00:00Z\""),
         "{one}"
     );
-    assert!(!one.contains('_'), "{one}");
+    // The command line does not judge drift: no `drift: []` that reads as "in step".
+    assert!(!one.contains("drift"), "{one}");
     let list: Value = serde_json::from_str(&print(Output::Json, false, &apps)).unwrap();
     assert_eq!(list["kind"], "List");
     assert_eq!(list["items"][0]["status"]["phase"], "ACTIVE");
     let yaml = print(Output::Yaml, false, &apps);
     assert!(
-        yaml.starts_with("---\napiVersion: v1\nitems:\n- appName: hello\n"),
+        yaml.starts_with("---\napiVersion: v1\nitems:\n- app_name: hello\n"),
         "{yaml}"
     );
     assert!(yaml.ends_with("\nkind: List\n"), "{yaml}");

@@ -1,11 +1,11 @@
 //! How the `app` commands print apps: a kubectl-like table for a person (`table`, `wide`), or for
-//! a program `name`, `json`, `yaml` (the `/apps` record in camelCase, as Kubernetes tools write
-//! JSON) and `jsonpath=TEMPLATE`.
+//! a program `name`, `json`, `yaml` (the `/apps` record with its snake_case keys, drift left
+//! out) and `jsonpath=TEMPLATE`.
 //!
 //! Pure: the caller passes the records and their ages; nothing here reads a clock or writes.
 
 use k8s_openapi::jiff::SignedDuration;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::jsonpath::Template;
 use crate::watch::hub::AppRecord;
@@ -87,7 +87,7 @@ impl Printer {
         if matches!(self.output, Output::Table | Output::Wide) {
             return Ok(self.table(apps));
         }
-        let items = || apps.iter().map(|a| to_camel(&a.record));
+        let items = || apps.iter().map(|a| record_json(&a.record));
         let list_value =
             || json!({"apiVersion": "v1", "kind": "List", "items": items().collect::<Vec<_>>()});
         let each = |f: &dyn Fn(&Value) -> Result<String, String>| {
@@ -190,36 +190,18 @@ fn cells(app: &Shown, wide: bool, namespaces: bool) -> Vec<String> {
     cells
 }
 
-/// The record as JSON with camelCase keys, as Kubernetes tools write JSON.
-pub fn to_camel(record: &AppRecord) -> Value {
-    fn camel(value: Value) -> Value {
-        match value {
-            Value::Object(map) => Value::Object(
-                map.into_iter()
-                    .map(|(k, v)| (camel_key(&k), camel(v)))
-                    .collect::<Map<_, _>>(),
-            ),
-            Value::Array(items) => Value::Array(items.into_iter().map(camel).collect()),
-            other => other,
+/// The record as JSON for a program: the keys of `/apps` (snake_case, the one casing of every
+/// machine output of the command line, docs/cli.md), without the drift fields: the command line
+/// reads KServices itself and does not judge them (`ksvc-webhook drift` gives the server's
+/// report).
+pub fn record_json(record: &AppRecord) -> Value {
+    let mut value = serde_json::to_value(record).unwrap_or(Value::Null);
+    if let Some(map) = value.as_object_mut() {
+        for key in ["drift", "drift_new_revision", "readmit"] {
+            map.remove(key);
         }
     }
-    camel(serde_json::to_value(record).unwrap_or(Value::Null))
-}
-
-fn camel_key(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    let mut upper = false;
-    for c in key.chars() {
-        match (c, upper) {
-            ('_', _) => upper = true,
-            (c, true) => {
-                out.extend(c.to_uppercase());
-                upper = false;
-            }
-            (c, false) => out.push(c),
-        }
-    }
-    out
+    value
 }
 
 fn pretty(value: &Value) -> Result<String, String> {
@@ -246,5 +228,5 @@ pub fn human_age(age: SignedDuration) -> String {
 }
 
 #[cfg(test)]
-#[path = "app_print_tests.rs"]
+#[path = "print_tests.rs"]
 mod tests;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::app_print::{self, Output};
-use super::help;
+use super::print::{self, Output};
+use crate::cli::help;
 use crate::flags;
 use crate::watch::status::Phase;
 
@@ -58,7 +58,7 @@ impl AppAction {
 #[derive(Debug, Clone, Args)]
 pub struct AppTarget {
     /// The KService name.
-    #[arg(value_parser = super::parse_service_name)]
+    #[arg(value_parser = crate::cli::parse_service_name)]
     pub name: String,
     /// The KService namespace; default: the kubeconfig context's namespace.
     #[arg(short = 'n', long, env = "KSVC_WEBHOOK_APP_NAMESPACE", value_parser = flags::parse_dns_label)]
@@ -76,7 +76,7 @@ pub struct WaitArgs {
     pub wait: bool,
     /// How long `--wait` (or `status --until`) waits before it fails.
     #[arg(long, env = "KSVC_WEBHOOK_APP_TIMEOUT", default_value = "5m",
-          value_parser = flags::parse_nonzero_duration)]
+          allow_hyphen_values = true, value_parser = flags::parse_nonzero_duration)]
     pub timeout: Duration,
     /// `server`: send the write as a dry run (admission and validation run, nothing is
     /// stored); `none`: write.
@@ -116,10 +116,10 @@ pub struct AppWriteArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct OutputArgs {
     /// Output format: `table` (the message under an app that is not ACTIVE), `wide`, `name`,
-    /// `json` or `yaml` (the `/apps` record in camelCase), or `jsonpath=TEMPLATE` (kubectl's
+    /// `json` or `yaml` (the `/apps` record, snake_case, without drift), or `jsonpath=TEMPLATE` (kubectl's
     /// syntax: `{.a.b}`, `{.items[*].x}`, `{range …}{end}`).
     #[arg(short = 'o', long, env = "KSVC_WEBHOOK_APP_OUTPUT", default_value = "table",
-          value_parser = app_print::parse_output)]
+          value_parser = print::parse_output)]
     pub output: Output,
 }
 
@@ -137,7 +137,7 @@ pub struct AppStatusArgs {
     pub until: Option<Phase>,
     /// How long `--until` waits before it fails.
     #[arg(long, env = "KSVC_WEBHOOK_APP_TIMEOUT", default_value = "5m",
-          value_parser = flags::parse_nonzero_duration)]
+          allow_hyphen_values = true, value_parser = flags::parse_nonzero_duration)]
     pub timeout: Duration,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -163,6 +163,10 @@ pub struct AppListArgs {
     /// After the listing, print each app whose status changes, and each app deleted.
     #[arg(short = 'w', long, env = "KSVC_WEBHOOK_APP_WATCH")]
     pub watch: bool,
+    /// Read the KServices and Revisions in pages of this many (as kubectl's `--chunk-size`).
+    #[arg(long, env = "KSVC_WEBHOOK_APP_CHUNK_SIZE", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=5000))]
+    pub chunk_size: u32,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]

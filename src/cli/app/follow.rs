@@ -1,7 +1,7 @@
 //! The reading side of `app`: `status` and `list` once, or followed (`-w`, `--until`, and the
 //! `--wait` of the writes) over one watch of the KServices and their Revisions.
 //!
-//! Thin: the status is `watch::status`'s, the printing `app_print`'s. A watch prints an app when
+//! Thin: the status is `watch::status`'s, the printing [`super::print`]'s. A watch prints an app when
 //! its state (phase, message, substate) changes and a line when it is deleted; it ends on an
 //! error the way kubectl does, except a 410 Gone, after which the watcher lists again.
 
@@ -16,9 +16,9 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 
-use super::app_args::TIMEOUT;
-use super::app_args::{AppListArgs, AppStatusArgs};
-use super::app_print::{Printer, Shown};
+use super::args::TIMEOUT;
+use super::args::{AppListArgs, AppStatusArgs};
+use super::print::{Printer, Shown};
 use crate::cluster::call;
 use crate::keys;
 use crate::watch::hub::AppKey;
@@ -26,12 +26,17 @@ use crate::watch::hub::AppRecord;
 use crate::watch::status::{AppStatus, Phase, status_for};
 use crate::watch::view::{KService, Revision};
 
+/// Objects a list page holds where the command has no `--chunk-size` (kubectl's default).
+const CHUNK: u32 = 500;
+
 /// Which KServices a read covers.
 struct Scope<'a> {
     /// `None`: every namespace.
     namespace: Option<&'a str>,
     name: Option<&'a str>,
     selector: Option<&'a str>,
+    /// Objects a list page holds (kubectl's `--chunk-size`).
+    chunk: u32,
 }
 
 impl Scope<'_> {
@@ -64,6 +69,7 @@ pub async fn status(
         namespace: Some(ns),
         name: Some(name),
         selector: None,
+        chunk: CHUNK,
     };
     let mut printer = Printer::new(args.output.output.clone(), false);
     let apps = read(client.clone(), &scope).await?;
@@ -103,6 +109,7 @@ pub async fn list(
         namespace: (!args.all_namespaces).then_some(ns),
         name: None,
         selector: args.selector.as_deref(),
+        chunk: args.chunk_size,
     };
     let mut printer = Printer::new(args.output.output.clone(), args.all_namespaces);
     if !args.watch {
@@ -137,7 +144,8 @@ pub async fn wait_for(
 }
 
 /// Follow `ns/name` until it is `target`, printing each state with `printer` as `-w` does, or
-/// without one as `ns/name: PHASE (message)` lines. Fails when the app goes, or after `timeout`.
+/// without one as `ns/name: PHASE (message)` lines. Fails when the app goes, when it is FAILED
+/// (unless FAILED is `target`), or after `timeout`.
 async fn follow_until(
     client: Client,
     ns: &str,
@@ -151,6 +159,7 @@ async fn follow_until(
         namespace: Some(ns),
         name: Some(name),
         selector: None,
+        chunk: CHUNK,
     };
     let mut last: Option<AppStatus> = None;
     let followed = follow(client, &scope, |changes| {
@@ -168,7 +177,17 @@ async fn follow_until(
             }
             last = Some(status.clone());
         }
-        Ok(last.as_ref().is_some_and(|s| s.phase == target))
+        match &last {
+            Some(s) if s.phase == target => Ok(true),
+            // A terminal failure ends the wait, as `kubectl rollout status` ends at a failed
+            // rollout: waiting on would only run out the timeout.
+            Some(s) if s.phase == Phase::Failed => bail!(
+                "{ns}/{name} is FAILED, not {}: {}",
+                target.as_str(),
+                failure_reason(s)
+            ),
+            _ => Ok(false),
+        }
     });
     match tokio::time::timeout(timeout, followed).await {
         Ok(done) => done,
@@ -179,10 +198,18 @@ async fn follow_until(
             );
             Err(anyhow!(
                 "timed out after {} waiting for {ns}/{name} to be {}; {now}",
-                super::app_print::human_age(SignedDuration::try_from(timeout).unwrap_or_default()),
+                super::print::human_age(SignedDuration::try_from(timeout).unwrap_or_default()),
                 target.as_str()
             ))
         }
+    }
+}
+
+/// Why a FAILED app failed: its message (Knative's `Reason: message`), or a pointer to more.
+fn failure_reason(status: &AppStatus) -> String {
+    match status.message.trim() {
+        "" => "Knative gives no reason; see kubectl get revisions".to_owned(),
+        message => message.to_owned(),
     }
 }
 
@@ -243,20 +270,34 @@ async fn read(client: Client, scope: &Scope<'_>) -> anyhow::Result<Vec<Shown>> {
             if let Some(selector) = scope.selector {
                 params = params.labels(selector);
             }
-            call::timed("list services", TIMEOUT, services.list(&params))
-                .await?
-                .items
+            all_pages(&services, params, scope.chunk).await?
         }
     };
     let mut rev_params = ListParams::default();
     if let Some(labels) = scope.revision_labels() {
         rev_params = rev_params.labels(&labels);
     }
-    let revs = call::timed("list revisions", TIMEOUT, revisions.list(&rev_params))
-        .await?
-        .items;
+    let revs = all_pages(&revisions, rev_params, scope.chunk).await?;
     let now = Timestamp::now();
     Ok(ksvcs.iter().map(|ksvc| shown(ksvc, &revs, now)).collect())
+}
+
+/// Every object of a list, read `chunk` at a time (`limit`, then the `continue` token of each
+/// page) as kubectl reads a large list.
+async fn all_pages<K>(api: &Api<K>, params: ListParams, chunk: u32) -> anyhow::Result<Vec<K>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut params = params.limit(chunk);
+    let mut items = Vec::new();
+    loop {
+        let page = call::timed("list", TIMEOUT, api.list(&params)).await?;
+        items.extend(page.items);
+        match page.metadata.continue_.filter(|t| !t.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(items),
+        }
+    }
 }
 
 fn shown<R: std::borrow::Borrow<Revision>>(ksvc: &KService, revs: &[R], now: Timestamp) -> Shown {
@@ -285,14 +326,14 @@ async fn follow(
     mut handle: impl FnMut(&[Change]) -> anyhow::Result<bool>,
 ) -> anyhow::Result<()> {
     let (services, revisions) = scope.apis(client);
-    let mut svc_cfg = watcher::Config::default();
+    let mut svc_cfg = watcher::Config::default().page_size(scope.chunk);
     if let Some(name) = scope.name {
         svc_cfg = svc_cfg.fields(&format!("metadata.name={name}"));
     }
     if let Some(selector) = scope.selector {
         svc_cfg = svc_cfg.labels(selector);
     }
-    let mut rev_cfg = watcher::Config::default();
+    let mut rev_cfg = watcher::Config::default().page_size(scope.chunk);
     if let Some(labels) = scope.revision_labels() {
         rev_cfg = rev_cfg.labels(&labels);
     }
