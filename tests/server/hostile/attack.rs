@@ -103,7 +103,7 @@ impl Answered {
 
     /// At least 99 % answered, and at least some sent.
     pub fn assert_kept(&self, what: &str) {
-        assert!(self.total >= 20, "{what}: only {} reviews sent", self.total);
+        assert!(self.total >= 10, "{what}: only {} reviews sent", self.total);
         assert!(self.share() >= 0.99, "{what}: {self:?}");
     }
 }
