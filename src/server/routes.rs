@@ -12,15 +12,18 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::future::BoxFuture;
+use tokio::sync::Semaphore;
 
-pub use super::body::BODY_LIMIT;
+use super::activity::{Clock, Peer};
 use super::body::{self, Error as BodyError};
-use super::budget::BodyBudget;
+pub use super::body::{BODY_LIMIT, STALL};
+use super::budget::{BodyBudget, Reservation};
 use super::metrics::{Exposition, Metrics, Outcome};
 use super::readiness::{Readiness, Status};
 use super::shutdown::Stopping;
@@ -29,6 +32,12 @@ use crate::admission::guard::{self, Owner, OwnerView};
 use crate::admission::{self, Policy};
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Bodies up to this size are decided on the request's own task (they take well under a
+/// millisecond); larger ones on the blocking pool.
+pub const INLINE_BODY: usize = 64 * 1024;
+/// Large bodies decided at once; the others wait for a permit.
+pub const DECIDERS: usize = 2;
 
 /// What a client over the byte budget is told to wait before retrying, in seconds.
 const RETRY_AFTER_SECS: &str = "1";
@@ -49,6 +58,10 @@ pub struct AppState {
     pub budget: Arc<BodyBudget>,
     /// How long an admission request may take to arrive (`--request-timeout`).
     pub request_timeout: Duration,
+    /// The budget's clock.
+    pub clock: Clock,
+    /// Permits to decide a large body ([`DECIDERS`]).
+    pub deciders: Arc<Semaphore>,
     /// Resolves once the server stops accepting; handed to every request of the TLS router as
     /// an extension, so that long-lived answers (`/apps/watch`) end then.
     pub stopping: Stopping,
@@ -113,7 +126,9 @@ async fn answer(
     state: &AppState,
     route: &'static str,
     request: Request,
-    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>
+    + Send
+    + 'static,
 ) -> Response {
     let started = Instant::now();
     let traceparent = request
@@ -139,7 +154,9 @@ async fn read_and_decide(
     started: Instant,
     trace: Option<TraceContext<'_>>,
     span: &tracing::Span,
-    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>
+    + Send
+    + 'static,
 ) -> Response {
     let deadline = tokio::time::Instant::now() + state.request_timeout;
     if !is_json(request.headers().get(header::CONTENT_TYPE)) {
@@ -151,14 +168,25 @@ async fn read_and_decide(
             "Content-Type must be application/json",
         );
     }
-    match body::read(request.into_body(), &state.budget, deadline).await {
-        // The reservation is released once the answer is built.
-        Ok(body) => decide(state, &body.bytes, started, trace, span, review),
+    let peer = request.extensions().get::<Peer>().cloned();
+    let read = body::read(
+        request.into_body(),
+        &state.budget,
+        state.clock,
+        deadline,
+        peer.as_ref(),
+    );
+    match read.await {
+        Ok(body) => decide(state, body, started, trace, span, review).await,
         Err(refused) => {
             let (status, outcome) = match refused {
                 BodyError::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::TooLarge),
-                BodyError::OverBudget(_) => (StatusCode::SERVICE_UNAVAILABLE, Outcome::OverBudget),
-                BodyError::TimedOut => (StatusCode::REQUEST_TIMEOUT, Outcome::TimedOut),
+                BodyError::OverBudget(_) | BodyError::Cut => {
+                    (StatusCode::SERVICE_UNAVAILABLE, Outcome::OverBudget)
+                }
+                BodyError::TimedOut | BodyError::TooSlow => {
+                    (StatusCode::REQUEST_TIMEOUT, Outcome::TimedOut)
+                }
                 BodyError::Unreadable => (StatusCode::BAD_REQUEST, Outcome::Invalid),
             };
             state.metrics.observe("", outcome, seconds(started));
@@ -173,17 +201,50 @@ async fn read_and_decide(
     }
 }
 
+/// An answer's bytes, holding the request body's place in the budget (grown to the answer's
+/// size if larger) until they are written and dropped.
+struct Answer {
+    body: Vec<u8>,
+    _held: Reservation,
+}
+
+impl AsRef<[u8]> for Answer {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
 /// Run `review` on `body` and answer; a panic in the core is a bug, answered 400, not 500.
-fn decide(
+/// A body over [`INLINE_BODY`] is decided on the blocking pool, [`DECIDERS`] at a time, so that
+/// probes, the status API and small reviews never wait behind a large one.
+async fn decide(
     state: &AppState,
-    body: &[u8],
+    body: body::Read,
     started: Instant,
-    trace: Option<TraceContext>,
+    trace: Option<TraceContext<'_>>,
     span: &tracing::Span,
-    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>
+    + Send
+    + 'static,
 ) -> Response {
-    let policy = state.policy.load();
-    let decided = std::panic::catch_unwind(AssertUnwindSafe(|| review(body, &policy)));
+    let policy = state.policy.load_full();
+    let body::Read {
+        bytes,
+        mut reservation,
+    } = body;
+    let decided = match bytes.len() <= INLINE_BODY {
+        true => decide_now(review, &bytes, &policy),
+        false => {
+            let permit = state.deciders.clone().acquire_owned().await;
+            let decided = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                decide_now(review, &bytes, &policy)
+            });
+            decided
+                .await
+                .unwrap_or_else(|_| Err(Box::new("the decision's task failed")))
+        }
+    };
     let elapsed = seconds(started);
     match decided {
         Ok(Ok(reviewed)) => {
@@ -198,8 +259,9 @@ fn decide(
             // The strings as `&str`: the JSON lines hold each as a JSON string of the value
             // itself, the plain lines quote and escape it (`Debug`) so no value forges a line.
             tracing::info!(
-                uid = s.uid.as_str(), operation = s.operation.as_str(),
-                namespace = s.namespace.as_str(), name = s.name.as_str(),
+                // Every string cut, as spans are: a review's fields are whatever it sent.
+                uid = trace::bounded(&s.uid), operation = trace::bounded(&s.operation),
+                namespace = trace::bounded(&s.namespace), name = trace::bounded(&s.name),
                 dry_run = s.dry_run, allowed = s.allowed, patch_ops = s.patch_ops,
                 rejected_rules = ?s.rejected_rules, duration_us = (elapsed * 1e6) as u64,
                 trace_id = trace.map(|t| t.trace_id), span_id = trace.map(|t| t.span_id),
@@ -213,7 +275,15 @@ fn decide(
                 );
             }
             let json = HeaderValue::from_static("application/json");
-            ([(header::CONTENT_TYPE, json)], reviewed.body).into_response()
+            // Best effort: the decision is made, the answer goes out either way.
+            let now = state.clock.now_ms();
+            let _ = reservation.grow_to(reviewed.body.len(), now);
+            reservation.read_whole();
+            let answer = Answer {
+                body: reviewed.body,
+                _held: reservation,
+            };
+            ([(header::CONTENT_TYPE, json)], Bytes::from_owner(answer)).into_response()
         }
         Ok(Err(err)) => {
             state.metrics.observe("", Outcome::Invalid, elapsed);
@@ -229,6 +299,17 @@ fn decide(
             )
         }
     }
+}
+
+/// The decision, or the panic a bug in the core raised.
+fn decide_now(
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>
+    + Send
+    + 'static,
+    bytes: &[u8],
+    policy: &Policy,
+) -> std::thread::Result<Result<admission::Reviewed, admission::ReviewError>> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| review(bytes, policy)))
 }
 
 /// Whether a Content-Type is `application/json`, parameters such as `charset` allowed.
@@ -314,6 +395,8 @@ mod tests {
             revision_owners: None,
             budget: BodyBudget::new(BODY_LIMIT, 0, Default::default()),
             request_timeout: Duration::from_secs(10),
+            clock: Clock::start(),
+            deciders: Arc::new(Semaphore::new(DECIDERS)),
             stopping: super::super::Shutdown::new(Readiness::default()).stopping(),
             review_spans: false,
         };
