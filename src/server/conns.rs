@@ -34,7 +34,7 @@ pub enum Refused {
 
 impl Refused {
     /// Every reason, so each counter exists from the first scrape on.
-    pub const ALL: [Self; 2] = [Self::Full, Self::PerIp];
+    pub const ALL: [Self; 3] = [Self::Full, Self::PerIp, Self::Evicted];
 
     /// The metric label.
     pub fn label(self) -> &'static str {
