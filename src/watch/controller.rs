@@ -1,12 +1,13 @@
-//! The controller shell: kube-runtime watchers and reflector stores for Services, Revisions and
-//! namespaces, and a level-triggered reconcile of every app they touch.
+//! The controller shell: kube-runtime watchers of Services, Revisions and namespaces, the stores
+//! they fill ([`super::store`]), and a level-triggered reconcile of every app they touch.
 //!
 //! Every replica keeps the stores, the status hub and the drift report current (the drift report
 //! also follows the namespaces' opt-out label and the admission policy, checked every second for
 //! a catalogue reload); only the leader runs the plan's writes, records Events and re-admits. The
 //! select loop never waits on the API: each event marks apps dirty ([`super::loop_state`]), and
 //! each turn publishes the dirty apps' status at once and hands their writes to
-//! [`super::inflight`], which runs them off the loop and returns their outcomes. A broken watch
+//! [`super::inflight`], which runs them off the loop and returns their outcomes. While a list
+//! (or re-list) is under way nothing is reconciled; its end reconciles every app once. A broken watch
 //! resumes from its last resourceVersion (kube-runtime's watcher, with backoff); a failed write
 //! is retried with backoff; a periodic resync and every gain of leadership reconcile everything
 //! again. Decisions live in `status` and `plan`.
@@ -21,7 +22,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PartialObjectMeta};
-use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use tokio::sync::watch;
@@ -35,6 +35,7 @@ use super::loop_state::LoopState;
 use super::metrics::Metrics;
 use super::owners::ServiceStore;
 use super::readmit::{Readmitter, Wake};
+use super::store;
 use super::view::{KService, Revision};
 use super::writes::{Job, Transition, Writer};
 use crate::admission::Policy;
@@ -91,8 +92,8 @@ where
 /// Run the loop until the watch streams end (they do not, short of a dropped runtime).
 pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let ns = opts.namespace.as_deref();
-    let (services, svc_writer) = reflector::store::<KService>();
-    let (revisions, rev_writer) = reflector::store::<Revision>();
+    let (services, svc_writer) = store::store::<KService>();
+    let (revisions, rev_writer) = store::store::<Revision>();
     // Set once: a loop runs once per process.
     let _ = shared.services.set(services.clone());
     let cfg = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
@@ -105,11 +106,11 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let mut ns_events = pin!(watcher(ns_api, ns_cfg).default_backoff());
     let svc_api = scoped::<KService>(client.clone(), ns);
     let rev_api = scoped::<Revision>(client.clone(), ns);
-    let mut svc_events = pin!(reflector::reflector(
+    let mut svc_events = pin!(store::reflect(
         svc_writer,
         watcher(svc_api, cfg.clone()).default_backoff()
     ));
-    let mut rev_events = pin!(reflector::reflector(
+    let mut rev_events = pin!(store::reflect(
         rev_writer,
         watcher(rev_api, cfg).default_backoff()
     ));
@@ -181,7 +182,9 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
                 st.retry_due(Instant::now());
             }
         }
-        if !(st.services_listed && st.revisions_listed) {
+        // A re-list is reconciled once, at its end, not app by app as it comes and then all
+        // again: its CPU is the first list's, and no status is taken from half a list.
+        if !st.settled() {
             continue;
         }
         let first_sync = after_list(&mut st, &shared);
@@ -195,6 +198,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
             tracing::info!(apps = st.cache.services.len(), "app cache synced");
         }
         shared.metrics.refresh_apps(&shared.hub);
+        shared.metrics.refresh_cached(&st.cache);
         shared.metrics.refresh_drift(&st.drift);
         if std::mem::take(&mut st.full) {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
@@ -222,6 +226,15 @@ fn after_list(st: &mut LoopState, shared: &Shared) -> bool {
     st.dirty.extend(live);
     st.full = true;
     st.relisted = false;
+    if !first {
+        // Said at INFO: a re-list (a 410 after an API server restart or an etcd compaction) is
+        // the loop's most costly moment, and the one to find beside a memory graph.
+        tracing::info!(
+            apps = st.cache.services.len(),
+            revisions = st.cache.revisions.len(),
+            "app cache listed again"
+        );
+    }
     first
 }
 
