@@ -69,7 +69,12 @@ where
         let open = served.metric(ADMISSION_CONNECTIONS).await;
         open.is_some_and(|n| n >= (4 * PER_ATTACKER - 8) as f64)
     };
-    poll::until_async(&format!("{what}: the attackers fill the port"), poll::LIMIT, full).await;
+    poll::until_async(
+        &format!("{what}: the attackers fill the port"),
+        poll::LIMIT,
+        full,
+    )
+    .await;
     let end = Instant::now() + MEASURED;
     let probes = tokio::spawn({
         let served = served.clone();
