@@ -16,6 +16,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
+use axum::http::{HeaderValue, Version, header};
 use axum::response::Response;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use tokio::time::Instant;
@@ -69,12 +70,19 @@ pub fn track(
     Future = impl Future<Output = Result<Response, Infallible>> + Send,
 > + Clone {
     tower::service_fn(move |mut request: Request<Incoming>| {
-        peer.tracker.begin(peer.clock.now_ms());
+        let begun = peer.tracker.begin(peer.clock.now_ms());
+        // HTTP/1.1's last request says so in its answer, so the client opens a new connection
+        // rather than sending into this one as it closes (HTTP/2 gets GOAWAY).
+        let last = begun >= MAX_REQUESTS && request.version() == Version::HTTP_11;
         let open = Open(Some(peer.clone()));
         request.extensions_mut().insert(peer.clone());
         let call = router.clone().oneshot(request);
         async move {
-            let response = call.await?;
+            let mut response = call.await?;
+            if last {
+                let close = HeaderValue::from_static("close");
+                response.headers_mut().insert(header::CONNECTION, close);
+            }
             Ok(response.map(|body| Body::new(Tracked { body, open })))
         }
     })
