@@ -9,6 +9,7 @@ pub mod admit;
 pub mod cli;
 pub mod fake_api;
 pub mod harness;
+pub mod helm;
 pub mod status_api;
 pub mod watched;
 
