@@ -94,6 +94,7 @@ fn args() -> CertArgs {
         guard_config_name: GUARD.into(),
         service_name: "ksvc-webhook".into(),
         namespace: NS.into(),
+        failure_policy: ksvc_webhook::certmgr::FailurePolicy::Fail,
         cert_sync_interval: std::time::Duration::from_secs(60),
         cert_bootstrap_timeout: std::time::Duration::from_secs(5),
     }
@@ -191,6 +192,11 @@ async fn a_second_replica_reuses_the_secret_and_never_touches_the_configuration(
         .await
         .unwrap();
     let before = secret(&api).unwrap();
+    let config_calls = || {
+        let requests = api.requests();
+        requests.iter().filter(|r| r.resource == CONFIGS).count()
+    };
+    let leaders_calls = config_calls();
 
     let synced = Manager::new(api.client(), &args(), second.path())
         .sync(t0(), false)
@@ -209,12 +215,7 @@ async fn a_second_replica_reuses_the_secret_and_never_touches_the_configuration(
             "{file}"
         );
     }
-    let config_calls = api
-        .requests()
-        .iter()
-        .filter(|r| r.resource == CONFIGS)
-        .count();
-    assert_eq!(config_calls, 2, "only the leader's get and patch");
+    assert_eq!(config_calls(), leaders_calls, "only the leader's calls");
 }
 
 #[tokio::test]
@@ -403,6 +404,7 @@ async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
         api.client(),
         &args(),
         leader.clone(),
+        tokio::sync::watch::channel(true).1,
         dir.path().into(),
         Default::default(),
     )
@@ -422,6 +424,7 @@ async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
         api.client(),
         &off,
         leader,
+        tokio::sync::watch::channel(true).1,
         empty.path().into(),
         Default::default(),
     )
@@ -488,9 +491,16 @@ fn a_leadership_change_during_a_bootstrap_retry_does_not_hang_the_start() {
                 tx.send_replace(true);
                 std::future::pending::<()>().await
             });
-            ksvc_webhook::certmgr::start(fake.client(), &args(), leader, path, Default::default())
-                .await
-                .map(|task| task.is_some())
+            ksvc_webhook::certmgr::start(
+                fake.client(),
+                &args(),
+                leader,
+                tokio::sync::watch::channel(true).1,
+                path,
+                Default::default(),
+            )
+            .await
+            .map(|task| task.is_some())
         });
         let _ = done_tx.send(result.map_err(|e| e.to_string()));
     });

@@ -299,7 +299,21 @@ fn the_registration_is_safe_and_ordered_after_knative() {
     );
     assert_eq!(hook.reinvocation_policy.as_deref(), Some("IfNeeded"));
     assert_eq!(hook.match_policy.as_deref(), Some("Equivalent"));
-    assert_eq!(hook.failure_policy.as_deref(), Some("Fail"));
+    // Ignore until a replica answered; the leader then writes --failure-policy (Fail).
+    assert_eq!(hook.failure_policy.as_deref(), Some("Ignore"));
+    let deploy: Deployment = m.one("Deployment");
+    let c = container(&deploy);
+    let args = serve_args(&c);
+    assert_eq!(
+        args.certs.failure_policy,
+        ksvc_webhook::certmgr::FailurePolicy::Fail
+    );
+    let self_managed = env(&c, "KSVC_WEBHOOK_SELF_MANAGED_CERTS").and_then(|e| e.value.as_deref());
+    assert_eq!(
+        self_managed,
+        Some("true"),
+        "only self-managed certificates switch it"
+    );
     assert!(
         hook.client_config.ca_bundle.is_none(),
         "the leader writes caBundle; apply must not own it"
@@ -753,6 +767,9 @@ fn the_cert_manager_overlay_turns_self_management_off() {
     let ns = serving["metadata"]["namespace"].as_str().unwrap();
     let name = serving["metadata"]["name"].as_str().unwrap();
     assert_eq!(inject, format!("{ns}/{name}"));
+    // Nobody switches the policy without self-managed certificates: the final one from the start.
+    let hook = &config.webhooks.as_ref().unwrap()[0];
+    assert_eq!(hook.failure_policy.as_deref(), Some("Fail"));
     // The serving certificate names the Service, as the self-managed one does.
     let svc: Service = m.one("Service");
     let svc_name = svc.metadata.name.unwrap();
