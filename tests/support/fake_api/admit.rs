@@ -69,11 +69,28 @@ pub(super) fn user(headers: &HeaderMap) -> UserInfo {
     }
 }
 
-fn denied(webhook: &str, message: &str) -> Response {
-    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": format!("admission webhook \"{webhook}\" denied the request: {message}"),
-        "reason": "BadRequest", "code": 400});
-    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+/// kube-apiserver's answer to a write a webhook refused: the webhook's own `status` (its code,
+/// at least 400; its reason; its details with the causes), the message prefixed with the
+/// webhook's name.
+fn denied(webhook: &str, status: &Value) -> Response {
+    let code = status["code"].as_u64().unwrap_or(0).max(400);
+    let mut body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("admission webhook \"{webhook}\" denied the request: {}",
+                           status["message"].as_str().unwrap_or_default()),
+        "code": code});
+    for field in ["reason", "details"] {
+        if let Some(value) = status.get(field) {
+            body[field] = value.clone();
+        }
+    }
+    let code = StatusCode::from_u16(u16::try_from(code).unwrap()).unwrap();
+    (code, axum::Json(body)).into_response()
+}
+
+/// The `status` of an AdmissionReview answer on the wire.
+fn answered_status(review: &[u8]) -> Value {
+    let answer: Value = serde_json::from_slice(review).unwrap();
+    answer["response"]["status"].clone()
 }
 
 /// A KService write: the object as admitted (the webhook's edits applied), or its refusal.
@@ -95,10 +112,13 @@ pub(super) fn service_write(
     let decision = admission::decide(request, &policy);
     match decision.allowed {
         true => Ok(decision.object_json().unwrap()),
-        false => Err(Box::new(denied(
-            "zz-ksvc-webhook.flyte.org",
-            &decision.message(),
-        ))),
+        false => {
+            let review = admission::encode("fake", &decision).unwrap();
+            Err(Box::new(denied(
+                "zz-ksvc-webhook.flyte.org",
+                &answered_status(&review),
+            )))
+        }
     }
 }
 
@@ -131,7 +151,6 @@ pub(super) fn revision_delete(
     }))
     .unwrap();
     let reviewed = guard::review(&body, &policy.revision_guard, owner).unwrap();
-    let answer: Value = serde_json::from_slice(&reviewed.body).unwrap();
     let routed = fake
         .get("services", namespace, &service)
         .is_some_and(|k| routes_to(&k, name));
@@ -142,12 +161,10 @@ pub(super) fn revision_delete(
         }
         return None;
     }
-    let message = answer["response"]["status"]["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    inner.admission.refused.push(message.clone());
-    Some(denied("revision-guard.ksvc-webhook.flyte.org", &message))
+    let status = answered_status(&reviewed.body);
+    let message = status["message"].as_str().unwrap_or_default().to_owned();
+    inner.admission.refused.push(message);
+    Some(denied("revision-guard.ksvc-webhook.flyte.org", &status))
 }
 
 fn routes_to(ksvc: &Value, revision: &str) -> bool {

@@ -108,8 +108,10 @@ pub(super) fn answer(
 
 fn token_review(fake: &FakeApi, body: &Value) -> Value {
     let token = body["spec"]["token"].as_str().unwrap_or_default();
+    // As kube-apiserver answers a token it rejects: `authenticated` left out (false), an
+    // empty `user`, the reason in `error`.
     let Some(known) = fake.get(TOKENS, "", token) else {
-        return json!({"authenticated": false, "error": REJECTION});
+        return json!({"user": {}, "error": REJECTION});
     };
     let user = json!({"username": known["user"], "uid": format!("uid-{}", known["user"].as_str().unwrap()),
                       "groups": known["groups"]});
@@ -123,8 +125,8 @@ fn token_review(fake: &FakeApi, body: &Value) -> Value {
     let mine = known["audiences"].as_array().cloned().unwrap_or_default();
     let both: Vec<&Value> = asked.iter().filter(|a| mine.contains(a)).collect();
     match both.is_empty() {
-        true => json!({"authenticated": false,
-                       "error": format!("{REJECTION} for audiences {asked:?} (it is for {mine:?})")}),
+        true => json!({"user": {},
+                       "error": format!("[{REJECTION}, token audiences {mine:?} is invalid for the target audiences {asked:?}]")}),
         false => json!({"authenticated": true, "user": user, "audiences": both}),
     }
 }

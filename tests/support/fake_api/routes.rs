@@ -14,6 +14,8 @@ use super::{Change, FakeApi, Fault, Request, admit};
 
 pub(super) struct Path {
     resource: String,
+    /// The API group (`""` for the core group under `/api`).
+    group: String,
     namespace: Option<String>,
     name: Option<String>,
     /// `?dryRun=All`: a replace runs admission and its checks, and stores nothing.
@@ -22,9 +24,9 @@ pub(super) struct Path {
 
 fn parse(uri: &Uri) -> Option<Path> {
     let parts: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
-    let rest = match *parts.first()? {
-        "api" => parts.get(2..)?,
-        "apis" => parts.get(3..)?,
+    let (group, rest) = match *parts.first()? {
+        "api" => (String::new(), parts.get(2..)?),
+        "apis" => (parts.get(1)?.to_string(), parts.get(3..)?),
         _ => return None,
     };
     let dry_run = uri
@@ -37,12 +39,14 @@ fn parse(uri: &Uri) -> Option<Path> {
     match rest {
         [resource] => Some(Path {
             resource: resource.to_string(),
+            group,
             namespace,
             name: None,
             dry_run,
         }),
         [resource, name] => Some(Path {
             resource: resource.to_string(),
+            group,
             namespace,
             name: Some(name.to_string()),
             dry_run,
@@ -55,6 +59,45 @@ fn status(code: u16, reason: &str, message: &str) -> Response {
     let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                       "message": message, "reason": reason, "code": code});
     (StatusCode::from_u16(code).unwrap(), axum::Json(body)).into_response()
+}
+
+impl Path {
+    /// How kube-apiserver names the resource in its messages: `services.serving.knative.dev`,
+    /// `secrets` for the core group.
+    fn qualified(&self) -> String {
+        match self.group.as_str() {
+            "" => self.resource.clone(),
+            group => format!("{}.{group}", self.resource),
+        }
+    }
+
+    /// A `Status` about the object `name`, with the `details` kube-apiserver gives (the name,
+    /// the group unless core, and `kind`, which is the resource here).
+    fn status(&self, code: u16, reason: &str, name: &str, message: &str) -> Response {
+        self.status_of_kind(code, reason, name, &self.resource, message)
+    }
+
+    fn status_of_kind(
+        &self,
+        code: u16,
+        reason: &str,
+        name: &str,
+        kind: &str,
+        message: &str,
+    ) -> Response {
+        let mut details = json!({"name": name, "kind": kind});
+        if !self.group.is_empty() {
+            details["group"] = json!(self.group);
+        }
+        let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                          "message": message, "reason": reason, "details": details, "code": code});
+        (StatusCode::from_u16(code).unwrap(), axum::Json(body)).into_response()
+    }
+
+    fn not_found(&self, name: &str) -> Response {
+        let message = format!("{} \"{name}\" not found", self.qualified());
+        self.status(404, "NotFound", name, &message)
+    }
 }
 
 fn matches(obj: &Value, q: &HashMap<String, String>) -> bool {
@@ -163,11 +206,7 @@ pub(super) async fn handle(
             &name,
         ) {
             Some(obj) => axum::Json(obj).into_response(),
-            None => status(
-                404,
-                "NotFound",
-                &format!("{} \"{name}\" not found", path.resource),
-            ),
+            None => path.not_found(&name),
         },
         (Method::POST, None) => create(&fake, &path, body),
         (Method::PUT, Some(name)) => replace(&fake, &path, &name, body),
@@ -277,11 +316,8 @@ fn create(fake: &FakeApi, path: &Path, mut obj: Value) -> Response {
     };
     let key = (path.resource.clone(), ns.clone(), name.clone());
     if inner.objects.contains_key(&key) {
-        return status(
-            409,
-            "AlreadyExists",
-            &format!("{} \"{name}\" already exists", path.resource),
-        );
+        let message = format!("{} \"{name}\" already exists", path.qualified());
+        return path.status(409, "AlreadyExists", &name, &message);
     }
     inner.uid += 1;
     obj["metadata"]["name"] = json!(name);
@@ -305,11 +341,7 @@ fn stored(
     );
     match objects.get(&key) {
         Some(found) => Ok((key, found.clone())),
-        None => Err(Box::new(status(
-            404,
-            "NotFound",
-            &format!("{} \"{name}\" not found", path.resource),
-        ))),
+        None => Err(Box::new(path.not_found(name))),
     }
 }
 
@@ -321,7 +353,7 @@ fn replace(fake: &FakeApi, path: &Path, name: &str, mut obj: Value) -> Response 
     };
     let conflict = format!(
         "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
-        path.resource
+        path.qualified()
     );
     // A dry run stores nothing: the staged concurrent writers wait for a real write.
     let race = match inner
@@ -338,10 +370,10 @@ fn replace(fake: &FakeApi, path: &Path, name: &str, mut obj: Value) -> Response 
     if race {
         let raced = super::concurrent_write(stored.clone());
         fake.commit(&mut inner, key, "MODIFIED", raced);
-        return status(409, "Conflict", &conflict);
+        return path.status(409, "Conflict", name, &conflict);
     }
     if obj["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"] {
-        return status(409, "Conflict", &conflict);
+        return path.status(409, "Conflict", name, &conflict);
     }
     let generation = stored["metadata"]["generation"].as_i64().unwrap_or(1);
     let bump = i64::from(obj.get("spec") != stored.get("spec"));
@@ -364,28 +396,33 @@ fn delete(fake: &FakeApi, path: &Path, name: &str, options: &Value) -> Response 
         Ok(found) => found,
         Err(not_found) => return *not_found,
     };
+    // kube-apiserver names the object by its kind here (`Revision.serving.knative.dev`), and
+    // checks the uid before the resourceVersion.
     let pre = &options["preconditions"];
-    for (field, have) in [
-        ("uid", &stored["metadata"]["uid"]),
-        ("resourceVersion", &stored["metadata"]["resourceVersion"]),
+    let kind = stored["kind"].as_str().unwrap_or(&path.resource).to_owned();
+    let on = match path.group.as_str() {
+        "" => kind.clone(),
+        group => format!("{kind}.{group}"),
+    };
+    for (field, label, then) in [
+        ("uid", "UID", "deleted and then recreated"),
+        ("resourceVersion", "ResourceVersion", "modified"),
     ] {
-        if !pre[field].is_null() && &pre[field] != have {
-            return status(
-                409,
-                "Conflict",
-                &format!(
-                    "Precondition failed: {field} in precondition: {}, {field} in object meta: {have}",
-                    pre[field]
-                ),
+        let have = stored["metadata"][field].as_str().unwrap_or_default();
+        if let Some(want) = pre[field].as_str().filter(|want| *want != have) {
+            let message = format!(
+                "Operation cannot be fulfilled on {on} \"{name}\": the {label} in the precondition \
+                 ({want}) does not match the {label} in record ({have}). The object might have been {then}"
             );
+            return path.status_of_kind(409, "Conflict", name, &kind, &message);
         }
     }
     let gone = fake.commit(&mut inner, key, "DELETED", stored);
     axum::Json(gone).into_response()
 }
 
-/// A JSON Patch (RFC 6902), or a merge patch (RFC 7386) by its content type; a failed `test`
-/// operation is the API server's 422.
+/// A JSON Patch (RFC 6902), or a merge patch (RFC 7386) by its content type; a patch that does
+/// not apply is the API server's 422.
 fn patch(fake: &FakeApi, path: &Path, name: &str, headers: &HeaderMap, patch: Value) -> Response {
     let mut inner = fake.inner.lock().unwrap();
     let (key, mut object) = match stored(&inner.objects, path, name) {
@@ -403,8 +440,13 @@ fn patch(fake: &FakeApi, path: &Path, name: &str, headers: &HeaderMap, patch: Va
             .map_err(|e| e.to_string())
             .and_then(|p| json_patch::patch(&mut object, &p).map_err(|e| e.to_string()))
     };
-    if let Err(why) = applied {
-        return status(422, "Invalid", &format!("the patch does not apply: {why}"));
+    // kube-apiserver does not say why a JSON Patch failed (a `test` that failed, a path that is
+    // not there): 422 with the generic message and empty details.
+    if applied.is_err() {
+        let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "the server rejected our request due to an error in our request",
+            "reason": "Invalid", "details": {}, "code": 422});
+        return (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(body)).into_response();
     }
     let stored = fake.commit(&mut inner, key, "MODIFIED", object);
     axum::Json(stored).into_response()
@@ -439,11 +481,7 @@ fn admitted(
         }
         (&Method::PATCH, "services", Some(name)) => {
             let Some(old) = fake.get("services", &ns, name) else {
-                return Some(status(
-                    404,
-                    "NotFound",
-                    &format!("services \"{name}\" not found"),
-                ));
+                return Some(path.not_found(name));
             };
             let mut patched = old.clone();
             json_patch::merge(&mut patched, body);

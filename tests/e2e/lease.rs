@@ -1,0 +1,76 @@
+//! Two replicas against the real coordination API: one Lease, one leader; when the leader dies
+//! without releasing it, the other takes over once it expires, and stop and start through the
+//! label keep working with the survivor alone.
+
+use serde_json::Value;
+use support::control_plane::{ControlPlane, SYSTEM_NS, Webhook, eventually, free_port};
+
+use crate::objects::example;
+
+const LEASE: &str = "ksvc-webhook-watch";
+const DURATION: &str = "--lease-duration=4s";
+
+fn holder(plane: &ControlPlane) -> String {
+    let lease: Value = plane.get_json(&["lease", LEASE, "-n", SYSTEM_NS]);
+    lease["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn when_the_leader_dies_the_other_replica_takes_the_lease_and_serves_alone() {
+    let _serial = ControlPlane::lock();
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("lease");
+    let mut alpha = Webhook::start(plane, "alpha", &[DURATION]);
+    eventually("alpha holds the Lease", 30, || {
+        (holder(plane) == "alpha").then_some(())
+    });
+    let beta_port = free_port();
+    let beta = Webhook::spawn(plane, "beta", beta_port, &[DURATION]);
+    beta.wait_ready(beta_port);
+    assert_eq!(
+        holder(plane),
+        "alpha",
+        "the second replica took a held Lease"
+    );
+
+    alpha.kill();
+    plane.point_webhooks_at(beta_port);
+    eventually("beta holds the Lease", 60, || {
+        (holder(plane) == "beta").then_some(())
+    });
+
+    let created = plane
+        .kubectl_in(
+            &["create", "-o", "name", "-f", "-"],
+            example("managed-ksvc.yaml", &ns).as_bytes(),
+        )
+        .ok("create with the survivor alone");
+    let name = created.stdout.trim().rsplit('/').next().unwrap().to_owned();
+    for (stopped, min_scale) in [("true", Some("0")), ("false", None)] {
+        plane
+            .kubectl(&[
+                "label",
+                "ksvc",
+                &name,
+                "-n",
+                &ns,
+                "--overwrite",
+                &format!("flyte.org/app-stopped={stopped}"),
+            ])
+            .ok("stop or start through the label");
+        let ksvc = plane.get_json(&["ksvc", &name, "-n", &ns]);
+        let scale = ksvc["spec"]["template"]["metadata"]["annotations"]["autoscaling.knative.dev/min-scale"].as_str();
+        let want = min_scale.or(Some("1"));
+        assert_eq!(
+            scale, want,
+            "app-stopped={stopped}: {:#}",
+            ksvc["spec"]["template"]["metadata"]
+        );
+    }
+    drop(beta);
+    plane.point_webhooks_at(plane.webhook_port);
+}

@@ -1,0 +1,93 @@
+//! Apps that were there first: a KService stored while the webhook did not see its namespace is
+//! reported as drift (by `ksvc-webhook drift` and on `/apps`), and with `--readmit=all` it is
+//! written again through the real admission chain until it is in step.
+
+use serde_json::Value;
+use support::cli::run_bin;
+use support::control_plane::{ControlPlane, Webhook, eventually};
+
+use crate::objects::{example, text};
+use crate::status_api::{get, reader};
+
+const SHA: &str = "/metadata/annotations/flyte.org~1spec-sha";
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn an_app_stored_before_the_webhook_saw_it_is_reported_and_readmitted() {
+    let _serial = ControlPlane::lock();
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("readmit");
+    reader(plane, &ns);
+    // Stored while the namespace opted out: admission never saw it.
+    plane
+        .kubectl(&[
+            "label",
+            "namespace",
+            &ns,
+            "ksvc-webhook.flyte.org/inject=disabled",
+        ])
+        .ok("opt the namespace out");
+    let name = "myapp-proj-dev";
+    let yaml = example("managed-ksvc.yaml", &ns).replacen(
+        "\nmetadata:\n",
+        &format!("\nmetadata:\n  name: {name}\n"),
+        1,
+    );
+    plane
+        .kubectl_in(&["create", "-f", "-"], yaml.as_bytes())
+        .ok("create before admission");
+    assert_eq!(text(&plane.get_json(&["ksvc", name, "-n", &ns]), SHA), "");
+    plane
+        .kubectl(&["label", "namespace", &ns, "ksvc-webhook.flyte.org/inject-"])
+        .ok("opt the namespace back in");
+
+    let kubeconfig = plane.kubeconfig.display().to_string();
+    let drift = run_bin(
+        &[
+            "drift",
+            "-n",
+            &ns,
+            "-o",
+            "json",
+            "--kubeconfig",
+            &kubeconfig,
+        ],
+        &[],
+        b"",
+    );
+    let report: Value = serde_json::from_str(&drift.stdout)
+        .unwrap_or_else(|e| panic!("drift -o json ({e}): {}{}", drift.stdout, drift.stderr));
+    let row = report
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in the drift report: {report:#}"));
+    assert!(!row["drift"].as_array().unwrap().is_empty(), "{row:#}");
+
+    let _webhook = Webhook::start(
+        plane,
+        "readmit",
+        &["--readmit=all", "--readmit-interval=1s"],
+    );
+    let token = plane.token(&ns, "reader", None);
+    // Before it converges, or right after, /apps carried the same report; in the end, none.
+    let readmitted = eventually(
+        "the app has been written again through admission",
+        90,
+        || {
+            let ksvc = plane.get_json(&["ksvc", name, "-n", &ns]);
+            (!text(&ksvc, SHA).is_empty()).then_some(ksvc)
+        },
+    );
+    assert!(
+        readmitted["metadata"]["annotations"]["ksvc-webhook.flyte.org/readmitted"].is_string(),
+        "{:#}",
+        readmitted["metadata"]
+    );
+    eventually("/apps reports no drift for it", 60, || {
+        let (code, body) = get(plane, &token, &format!("/apps/{ns}/{name}"));
+        let app: Value = serde_json::from_str(&body).unwrap_or_default();
+        (code == 200 && app["drift"].as_array().is_some_and(Vec::is_empty)).then_some(())
+    });
+}

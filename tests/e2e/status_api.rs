@@ -1,0 +1,107 @@
+//! The status API (`/apps`) with real ServiceAccount tokens: kube-apiserver answers the
+//! webhook's TokenReviews and SubjectAccessReviews, authorized by the manifests' RBAC and by a
+//! Role of the reader's own.
+
+use std::process::Command;
+
+use base64::Engine;
+use support::control_plane::{ControlPlane, MUTATING, Webhook, eventually};
+
+use crate::objects::{example, text};
+
+/// A ServiceAccount `reader` in `namespace` that may read KServices there (and nowhere else).
+pub fn reader(plane: &ControlPlane, namespace: &str) {
+    let yaml = format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: reader, namespace: {namespace}}}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: ksvc-reader, namespace: {namespace}}}\n\
+         rules:\n- apiGroups: [serving.knative.dev]\n  resources: [services]\n  verbs: [get, list, watch]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: ksvc-reader, namespace: {namespace}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: ksvc-reader}}\n\
+         subjects: [{{kind: ServiceAccount, name: reader, namespace: {namespace}}}]\n"
+    );
+    plane
+        .kubectl_in(&["apply", "-f", "-"], yaml.as_bytes())
+        .ok("create the reader");
+}
+
+/// `GET path` on the webhook with `token`, verifying its certificate by the published CA for
+/// the Service's name, as kube-apiserver does: the HTTP status and the body.
+pub fn get(plane: &ControlPlane, token: &str, path: &str) -> (u16, String) {
+    let config = plane.get_json(&["mutatingwebhookconfiguration", MUTATING]);
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(text(&config, "/webhooks/0/clientConfig/caBundle"))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.crt");
+    std::fs::write(&ca_file, ca).unwrap();
+    let host = "ksvc-webhook.ksvc-system.svc";
+    let port = plane.webhook_port;
+    let out = Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "--cacert"])
+        .arg(&ca_file)
+        .arg("--resolve")
+        .arg(format!("{host}:{port}:127.0.0.1"))
+        .arg("-H")
+        .arg(format!("Authorization: Bearer {token}"))
+        .arg(format!("https://{host}:{port}{path}"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = out.rsplit_once('\n').unwrap();
+    (code.parse().unwrap_or(0), body.to_owned())
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn a_reader_token_reads_its_namespace_and_is_refused_elsewhere() {
+    let _serial = ControlPlane::lock();
+    let plane = ControlPlane::get();
+    let mine = plane.namespace("status-mine");
+    let other = plane.namespace("status-other");
+    reader(plane, &mine);
+    let _webhook = Webhook::start(plane, "status", &[]);
+    let created = plane
+        .kubectl_in(
+            &["create", "-o", "name", "-f", "-"],
+            example("managed-ksvc.yaml", &mine).as_bytes(),
+        )
+        .ok("create a managed app");
+    let name = created.stdout.trim().rsplit('/').next().unwrap().to_owned();
+    let token = plane.token(&mine, "reader", None);
+
+    // 503 until the watch cache has synced; then the app is listed.
+    let body = eventually("/apps lists the app", 60, || {
+        let (code, body) = get(plane, &token, &format!("/apps?namespace={mine}"));
+        (code == 200 && body.contains(&format!("\"{name}\""))).then_some(body)
+    });
+    assert!(body.contains(&mine), "{body}");
+    let (code, body) = get(plane, &token, &format!("/apps/{mine}/{name}"));
+    assert_eq!(code, 200, "{body}");
+
+    let (code, body) = get(plane, &token, &format!("/apps?namespace={other}"));
+    assert_eq!(code, 403, "another namespace: {body}");
+    let (code, body) = get(plane, &token, "/apps?namespace=kube-system");
+    assert_eq!(code, 403, "kube-system: {body}");
+
+    let (code, body) = get(plane, "not-a-token", &format!("/apps?namespace={mine}"));
+    assert_eq!(code, 401, "a garbage token: {body}");
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn with_audiences_set_only_a_token_minted_for_them_is_accepted() {
+    let _serial = ControlPlane::lock();
+    let plane = ControlPlane::get();
+    let mine = plane.namespace("status-aud");
+    reader(plane, &mine);
+    let _webhook = Webhook::start(plane, "audience", &["--status-auth-audiences=ksvc-webhook"]);
+    let path = format!("/apps?namespace={mine}");
+
+    let minted = plane.token(&mine, "reader", Some("ksvc-webhook"));
+    eventually("/apps answers a token minted for ksvc-webhook", 60, || {
+        (get(plane, &minted, &path).0 == 200).then_some(())
+    });
+    let for_the_api_server = plane.token(&mine, "reader", None);
+    let (code, body) = get(plane, &for_the_api_server, &path);
+    assert_eq!(code, 401, "a token for the API server's audience: {body}");
+}

@@ -1,0 +1,177 @@
+//! The watch loop against the real API: an app whose Revisions this test makes Ready (playing
+//! Knative's controllers) is stopped and started again; the teardown waits for traffic to leave
+//! the old Revision before deleting it; the events API takes the loop's Events, a repeat as a
+//! series; `/apps` and `ksvc-webhook app` show each phase.
+
+use serde_json::Value;
+use support::cli::run_bin;
+use support::control_plane::{ControlPlane, Webhook, eventually};
+
+use crate::knative;
+use crate::objects::example;
+use crate::status_api::{get, reader};
+
+/// The phase `/apps/{ns}/{name}` reports, read with `token`.
+fn phase(plane: &ControlPlane, token: &str, ns: &str, name: &str) -> String {
+    let (code, body) = get(plane, token, &format!("/apps/{ns}/{name}"));
+    if code != 200 {
+        return format!("HTTP {code}");
+    }
+    let app: Value = serde_json::from_str(&body).unwrap();
+    app.pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
+
+fn wait_phase(plane: &ControlPlane, token: &str, ns: &str, name: &str, want: &str) {
+    let mut last = String::new();
+    eventually(&format!("/apps says {ns}/{name} is {want}"), 60, || {
+        last = phase(plane, token, ns, name);
+        (last == want).then_some(())
+    });
+}
+
+fn revisions(plane: &ControlPlane, ns: &str) -> Vec<String> {
+    let list = plane.get_json(&["revisions", "-n", ns]);
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The loop's Events in `ns` (events.k8s.io/v1) as (reason, series count).
+fn events(plane: &ControlPlane, ns: &str) -> Vec<(String, i64)> {
+    let list = plane.get_json(&["events.v1.events.k8s.io", "-n", ns]);
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reportingController"] != "" && e["reason"].is_string())
+        .map(|e| {
+            let reason = e["reason"].as_str().unwrap().to_owned();
+            (reason, e["series"]["count"].as_i64().unwrap_or(1))
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn stop_waits_for_traffic_to_leave_then_deletes_the_old_revision_and_start_brings_it_back() {
+    let _serial = ControlPlane::lock();
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("watch");
+    reader(plane, &ns);
+    let _webhook = Webhook::start(plane, "watch", &[]);
+    let token = plane.token(&ns, "reader", None);
+    let created = plane
+        .kubectl_in(
+            &["create", "-f", "-", "-o", "name"],
+            example("managed-ksvc.yaml", &ns).as_bytes(),
+        )
+        .ok("create a managed app");
+    let name = created.stdout.trim().rsplit('/').next().unwrap().to_owned();
+
+    knative::configuration(plane, &ns, &name);
+    let first = knative::revision(plane, &ns, &name, 1, 1);
+    knative::route(plane, &ns, &name, &first, &[(&first, 100)]);
+    wait_phase(plane, &token, &ns, &name, "ACTIVE");
+
+    // Stop, as a user does; admission applies the stop edits (a new generation).
+    let kubeconfig = plane.kubeconfig.display().to_string();
+    let stop = std::thread::spawn({
+        let (ns, name, kubeconfig) = (ns.clone(), name.clone(), kubeconfig.clone());
+        move || {
+            run_bin(
+                &[
+                    "app",
+                    "stop",
+                    &name,
+                    "-n",
+                    &ns,
+                    "--wait",
+                    "--timeout",
+                    "90s",
+                    "--kubeconfig",
+                    &kubeconfig,
+                ],
+                &[],
+                b"",
+            )
+        }
+    });
+    eventually("the stop label is stored", 30, || {
+        let ksvc = plane.get_json(&["ksvc", &name, "-n", &ns]);
+        (ksvc["metadata"]["labels"]["flyte.org/app-stopped"] == "true").then_some(())
+    });
+    // Knative makes the stopped revision, but the route still sends everything to the first.
+    let second = knative::revision(plane, &ns, &name, 2, 0);
+    knative::route(plane, &ns, &name, &second, &[(&first, 100)]);
+    wait_phase(plane, &token, &ns, &name, "STOPPING");
+    assert!(
+        revisions(plane, &ns).contains(&first),
+        "the serving revision was deleted while traffic was on it"
+    );
+
+    // The route moves; Knative's labeler takes the first out of the route; the loop tears it down.
+    knative::route(plane, &ns, &name, &second, &[(&second, 100)]);
+    knative::routing_state(plane, &ns, &first, "reserve");
+    eventually("the loop has deleted the old revision", 60, || {
+        (!revisions(plane, &ns).contains(&first)).then_some(())
+    });
+    wait_phase(plane, &token, &ns, &name, "STOPPED");
+    let stopped = stop.join().unwrap();
+    assert_eq!(
+        stopped.code,
+        Some(0),
+        "app stop --wait: {}{}",
+        stopped.stdout,
+        stopped.stderr
+    );
+
+    // Start again: a new revision with pods takes the traffic.
+    run_bin(
+        &[
+            "app",
+            "start",
+            &name,
+            "-n",
+            &ns,
+            "--kubeconfig",
+            &kubeconfig,
+        ],
+        &[],
+        b"",
+    );
+    let third = knative::revision(plane, &ns, &name, 3, 1);
+    knative::route(plane, &ns, &name, &third, &[(&third, 100)]);
+    wait_phase(plane, &token, &ns, &name, "ACTIVE");
+
+    let listed = run_bin(
+        &["app", "list", "-A", "--kubeconfig", &kubeconfig],
+        &[],
+        b"",
+    );
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    assert!(
+        listed.stdout.contains(&name) && listed.stdout.contains("ACTIVE"),
+        "{}",
+        listed.stdout
+    );
+
+    // Every transition is an Event the real events API accepted; ACTIVE twice is one series.
+    let recorded = eventually("the Events of both ACTIVE transitions", 30, || {
+        let all = events(plane, &ns);
+        all.iter()
+            .any(|(reason, count)| reason == "AppActive" && *count >= 2)
+            .then_some(all)
+    });
+    for reason in ["AppStopping", "AppStopped"] {
+        assert!(
+            recorded.iter().any(|(r, _)| r == reason),
+            "no {reason}: {recorded:?}"
+        );
+    }
+}
