@@ -93,7 +93,8 @@ impl ControlPlane {
 
     /// `kubectl apply -k` of manifests/ through e2e/overlay, with the webhook configurations'
     /// port set to [`Self::webhook_port`]; then the webhook's kubeconfig with a fresh token.
-    fn install(&self) {
+    /// Done once by [`Self::get`]; a test that uninstalled puts the install back with it.
+    pub fn install(&self) {
         // kustomize refuses absolute resource paths: the layer lives under target/e2e, two
         // levels below the repository's target/.
         let layer = repo_root().join("target/e2e/install");
@@ -303,7 +304,8 @@ pub struct Webhook {
 
 impl Webhook {
     /// Start `serve` as `identity` (its Lease holder name) with `extra` flags; returns once its
-    /// /readyz answers 200 and the leader has published the CA into the mutating configuration.
+    /// /readyz answers 200, the leader has published the CA into the mutating configuration and
+    /// switched its failurePolicy from the install's `Ignore` to `--failure-policy` (`Fail`).
     /// The configurations are pointed at [`ControlPlane::webhook_port`] first (a test that
     /// pointed them elsewhere may have failed before it put them back).
     pub fn start(plane: &ControlPlane, identity: &str, extra: &[&str]) -> Webhook {
@@ -319,6 +321,18 @@ impl Webhook {
                     .as_str()
                     .filter(|bundle| !bundle.is_empty())
                     .map(|_| ())
+            },
+        );
+        let want = match extra.contains(&"--failure-policy=Ignore") {
+            true => "Ignore",
+            false => "Fail",
+        };
+        eventually(
+            &format!("the webhook's failurePolicy is {want}"),
+            60,
+            || {
+                let config = plane.get_json(&["mutatingwebhookconfiguration", MUTATING]);
+                (config["webhooks"][0]["failurePolicy"] == want).then_some(())
             },
         );
         webhook
