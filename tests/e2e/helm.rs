@@ -182,3 +182,56 @@ fn helm_install_upgrade_and_uninstall_on_the_real_control_plane() {
     // The rest of the suite runs on the kustomize install.
     plane.install();
 }
+
+/// The rendered chart passes the API server's own validation (`kubectl apply --dry-run=server`),
+/// with default values and with the NetworkPolicy; a wrong value stops `helm install` before it
+/// reaches the cluster, with Helm's message naming the key.
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn the_rendered_chart_passes_a_server_dry_run_and_wrong_values_stop_helm_install() {
+    let _serial = ControlPlane::lock();
+    let plane = ControlPlane::get();
+    let chart = repo_root().join("charts/ksvc-webhook");
+    let chart = chart.to_str().unwrap();
+    for values in [
+        &[][..],
+        &[
+            "--set",
+            "networkPolicy.enabled=true",
+            "--set",
+            "networkPolicy.controlPlaneCIDRs={10.0.0.0/16}",
+        ],
+    ] {
+        let mut args = vec!["template", RELEASE, chart, "-n", SYSTEM_NS];
+        args.extend_from_slice(values);
+        let rendered = helm(plane, &args).ok("helm template");
+        plane
+            .kubectl_in(
+                &["apply", "--dry-run=server", "-f", "-"],
+                rendered.stdout.as_bytes(),
+            )
+            .ok("kubectl apply --dry-run=server of the rendered chart");
+    }
+    let refused = helm(
+        plane,
+        &[
+            "install",
+            "wrong",
+            chart,
+            "-n",
+            SYSTEM_NS,
+            "--set",
+            "webhook.failurePolicy=Maybe",
+        ],
+    );
+    assert_ne!(refused.code, Some(0));
+    assert!(
+        refused.stderr.contains("/webhook/failurePolicy"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!exists(
+        plane,
+        &["secret", "-n", SYSTEM_NS, "sh.helm.release.v1.wrong.v1"]
+    ));
+}
