@@ -668,6 +668,26 @@ fn the_pod_is_hardened_and_drains_before_it_is_killed() {
     };
     assert_eq!(probe_path(&c.readiness_probe), "/readyz");
     assert_eq!(probe_path(&c.liveness_probe), "/healthz");
+    // Issue 28: the probes go to the plain listener, never to the admission port an attacker
+    // can fill.
+    let listen = arg(&c, "--metrics-listen").expect("the probes' own listener");
+    let probe_port: i32 = listen.rsplit(':').next().unwrap().parse().unwrap();
+    for probe in [&c.readiness_probe, &c.liveness_probe] {
+        let get = probe.as_ref().unwrap().http_get.as_ref().unwrap();
+        assert_eq!(get.scheme.as_deref(), Some("HTTP"));
+        let port = match &get.port {
+            IntOrString::Int(n) => *n,
+            IntOrString::String(name) => {
+                let ports = c.ports.iter().flatten();
+                let named = ports
+                    .clone()
+                    .find(|p| p.name.as_deref() == Some(name.as_str()));
+                named.unwrap().container_port
+            }
+        };
+        assert_eq!(port, probe_port);
+        assert_ne!(port, SERVER_PORT);
+    }
     for name in ["KSVC_WEBHOOK_POD_NAME", "KSVC_WEBHOOK_POD_NAMESPACE"] {
         assert!(
             env(&c, name)

@@ -316,11 +316,13 @@ pub struct ServeArgs {
     /// Offer HTTP/2 through ALPN (off: kube-apiserver talks HTTP/1.1 to webhooks).
     #[arg(long, env = "KSVC_WEBHOOK_HTTP2")]
     pub http2: bool,
-    /// Plain-HTTP address serving only /healthz, /readyz and /metrics (off when unset;
-    /// `HOST:PORT`, or `:PORT` for every interface).
+    /// Plain-HTTP address serving only /healthz, /readyz and /metrics, with its own cap of 32
+    /// connections: point the probes here (off when unset; `HOST:PORT`, or `:PORT` for every
+    /// interface).
     #[arg(long, env = "KSVC_WEBHOOK_METRICS_LISTEN", value_parser = parse_listen_addr)]
     pub metrics_listen: Option<SocketAddr>,
-    /// A client that has not finished its TLS handshake or request headers by then is cut off.
+    /// A client that has not finished its TLS handshake and first request's headers by then is
+    /// cut off (later, a connection may stay idle 120 s between requests).
     #[arg(long, env = "KSVC_WEBHOOK_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
     /// After SIGTERM: how long to keep answering (readiness already failing) before draining.
@@ -342,10 +344,12 @@ pub struct ServeArgs {
     /// starve the small reviews kube-apiserver sends.
     #[arg(long, env = "KSVC_WEBHOOK_SMALL_BODY_RESERVE", default_value = "16Mi", value_parser = parse_bytes)]
     pub small_body_reserve: usize,
-    /// Open connections per listener; more are closed at once.
+    /// Open connections per listener; beyond it a connection waiting on its client makes room,
+    /// or the newcomer is closed at once when all are busy.
     #[arg(long, env = "KSVC_WEBHOOK_MAX_CONNECTIONS", default_value_t = 256)]
     pub max_connections: usize,
-    /// Open connections per listener from one peer address; more are closed at once.
+    /// Open connections per listener from one peer address; beyond it the address's own
+    /// longest-waiting connection makes room, or the newcomer is closed at once.
     #[arg(
         long,
         env = "KSVC_WEBHOOK_MAX_CONNECTIONS_PER_IP",

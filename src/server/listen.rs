@@ -1,12 +1,15 @@
 //! The accept loops: TCP → (TLS) → hyper connection serving an axum router.
 //!
-//! Every connection takes a place under the listener's caps ([`super::conns`]) or is closed at
-//! once. The TLS handshake and, on HTTP/1.1, every request's headers must arrive within the
-//! header-read timeout (slowloris cut-off; hyper applies it to idle keep-alive connections too).
-//! HTTP/2, used only when ALPN chose it, gets the same cut-off from [`super::idle`]: a connection
-//! with no open stream for that long is closed. It also gets keep-alive pings, few streams and
-//! small flow-control windows, so one connection cannot buffer much (docs/reliability.md has
-//! the arithmetic). Owns sockets, never request semantics.
+//! Every connection takes a place under the listener's caps ([`super::conns`]): a full listener
+//! closes a connection that waits on its client to make room, and refuses the newcomer only
+//! when every connection is busy. The TLS handshake and the first request's headers must arrive
+//! within the header-read timeout (slowloris cut-off); afterwards a connection may stay idle
+//! between requests for [`KEEP_ALIVE`], longer than kube-apiserver keeps it in its pool, and
+//! lives at most [`MAX_LIFE`] or [`MAX_REQUESTS`] ([`super::activity`] watches it). HTTP/2,
+//! used only when ALPN chose it, also gets keep-alive pings, few streams and small
+//! flow-control windows, so one connection cannot buffer much (docs/reliability.md has the
+//! arithmetic). The socket closes gracefully ([`super::linger`]). Owns sockets, never request
+//! semantics.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -22,8 +25,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use super::conns::ConnLimits;
-use super::idle::{self, Activity};
+use super::activity::{self, Clock, End, KEEP_ALIVE, MAX_LIFE, MAX_REQUESTS, Peer};
+use super::conns::{ConnLimits, Refused};
+use super::linger::Linger;
 use super::metrics::Metrics;
 
 /// Most concurrent streams of one HTTP/2 connection.
@@ -50,6 +54,8 @@ pub struct Serving {
     /// `None` for the plain-HTTP probe listener.
     pub tls: Option<TlsAcceptor>,
     pub header_read_timeout: Duration,
+    /// How long a connection asked to finish may take before it is dropped.
+    pub finish_timeout: Duration,
     /// The listener's connection caps.
     pub conns: Arc<ConnLimits>,
     pub metrics: Metrics,
@@ -64,14 +70,16 @@ struct Builders {
 }
 
 impl Builders {
-    fn new(header_read_timeout: Duration) -> Self {
+    fn new() -> Self {
         let mut http1 = auto::Builder::new(TokioExecutor::new()).http1_only();
+        // hyper's timer runs from the end of one request to the next one's headers: the
+        // keep-alive bound. The first request's is the watchdog's (header-read timeout).
         http1
             .http1()
             .keep_alive(true)
             .max_buf_size(H1_MAX_BUF)
             .timer(TokioTimer::new())
-            .header_read_timeout(header_read_timeout);
+            .header_read_timeout(KEEP_ALIVE);
         let mut http2 = auto::Builder::new(TokioExecutor::new()).http2_only();
         http2
             .http2()
@@ -98,7 +106,8 @@ pub async fn serve(
     stop: impl Future<Output = ()>,
     bound: Duration,
 ) {
-    let builders = Arc::new(Builders::new(serving.header_read_timeout));
+    let builders = Arc::new(Builders::new());
+    let clock = Clock::start();
     let (closing, closed) = watch::channel(false);
     let mut tasks = JoinSet::new();
     tokio::pin!(stop);
@@ -117,8 +126,16 @@ pub async fn serve(
                 }
             },
         };
-        let slot = match serving.conns.admit(peer.ip()) {
-            Ok(slot) => slot,
+        let opened = clock.now_ms();
+        let slot = match serving.conns.admit(peer.ip(), opened) {
+            Ok(admitted) => {
+                if admitted.evicted {
+                    let reason = Refused::Evicted.label();
+                    serving.metrics.connection_refused(serving.name, reason);
+                    tracing::debug!(%peer, "closed a waiting connection to make room");
+                }
+                admitted.slot
+            }
             Err(refused) => {
                 serving
                     .metrics
@@ -130,13 +147,22 @@ pub async fn serve(
         if let Err(err) = tcp.set_nodelay(true) {
             tracing::debug!(error = %err, "cannot set TCP_NODELAY");
         }
+        let tracker = slot.tracker().clone();
+        let peer = Peer {
+            ip: peer.ip(),
+            tracker: tracker.clone(),
+            clock,
+        };
         let (serving, builders, closed) = (serving.clone(), builders.clone(), closed.clone());
-        tasks.spawn(async move {
+        let task = tasks.spawn(async move {
             let _slot = slot;
-            if let Err(err) = connection(tcp, &serving, &builders, closed).await {
-                tracing::debug!(%peer, error = %err, "connection ended with an error");
+            let ip = peer.ip;
+            if let Err(err) = connection(tcp, &serving, &builders, closed, peer, opened).await {
+                tracing::debug!(%ip, error = %err, "connection ended with an error");
             }
         });
+        // Named before the next admission, the only place that evicts.
+        tracker.serve_in(task);
     }
     drop(listener);
     closing.send_replace(true);
@@ -155,55 +181,75 @@ pub async fn serve(
 
 type ConnResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
-/// Handshake (if TLS), then serve HTTP on one connection until it ends or `closed` turns true.
+/// Handshake (if TLS), then serve HTTP on one connection until it ends, its watchdog ends it,
+/// or `closed` turns true.
 async fn connection(
     tcp: TcpStream,
     serving: &Serving,
     builders: &Builders,
     closed: watch::Receiver<bool>,
+    peer: Peer,
+    opened: u64,
 ) -> ConnResult {
-    let service = TowerToHyperService::new(serving.router.clone());
+    let tcp = Linger::new(tcp);
+    let limits = activity::Limits {
+        first: serving.header_read_timeout,
+        keep_alive: KEEP_ALIVE,
+        max_life: MAX_LIFE,
+        max_requests: MAX_REQUESTS,
+    };
+    let (tracker, clock) = (peer.tracker.clone(), peer.clock);
+    let watchdog = activity::watchdog(&tracker, clock, opened, limits);
+    let service = TowerToHyperService::new(activity::track(serving.router.clone(), peer));
+    let finish = serving.finish_timeout;
     let Some(acceptor) = &serving.tls else {
         let conn = builders.http1.serve_connection(TokioIo::new(tcp), service);
-        return drive(conn, closed, None).await;
+        return drive(conn, closed, watchdog, finish).await;
     };
-    let tls = tokio::time::timeout(serving.header_read_timeout, acceptor.accept(tcp))
-        .await
-        .map_err(|_| "TLS handshake timed out")??;
-    if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
-        let conn = builders.http1.serve_connection(TokioIo::new(tls), service);
-        return drive(conn, closed, None).await;
-    }
-    let activity = Activity::new();
-    let service = TowerToHyperService::new(idle::track(serving.router.clone(), activity.clone()));
-    let conn = builders.http2.serve_connection(TokioIo::new(tls), service);
-    let idle = Some((activity, serving.header_read_timeout));
-    drive(conn, closed, idle).await
+    tokio::pin!(watchdog);
+    let tls = tokio::select! {
+        tls = acceptor.accept(tcp) => tls?,
+        _ = &mut watchdog => return Err("TLS handshake timed out".into()),
+    };
+    let builder = match tls.get_ref().1.alpn_protocol() {
+        Some(b"h2") => &builders.http2,
+        _ => &builders.http1,
+    };
+    let conn = builder.serve_connection(TokioIo::new(tls), service);
+    drive(conn, closed, watchdog, finish).await
 }
 
-/// Serve `conn` to its end; once `closed` turns true, or the connection has had no open
-/// request for the idle limit, finish it gracefully.
+/// Serve `conn` to its end. Once `closed` turns true, or the `watchdog` says so, finish it
+/// gracefully (HTTP/1.1: after the request in flight; HTTP/2: GOAWAY), within `finish` when
+/// the watchdog asked; a connection that never carried a request is dropped at once.
 async fn drive<C, E>(
     conn: C,
     mut closed: watch::Receiver<bool>,
-    idle: Option<(Arc<Activity>, Duration)>,
+    watchdog: impl Future<Output = End>,
+    finish: Duration,
 ) -> ConnResult
 where
     C: GracefulConnection<Error = E>,
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     tokio::pin!(conn);
-    let idle = async {
-        match &idle {
-            Some((activity, limit)) => activity.idle_for(*limit).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
+    let bounded = tokio::select! {
         done = conn.as_mut() => return done.map_err(Into::into),
-        _ = closed.wait_for(|&closed| closed) => {}
-        () = idle => tracing::debug!("closing an idle HTTP/2 connection"),
-    }
+        _ = closed.wait_for(|&closed| closed) => false,
+        end = watchdog => match end {
+            End::NeverUsed => return Err("no request within the header-read timeout".into()),
+            End::Idle | End::Retired => {
+                tracing::debug!(?end, "finishing a connection");
+                true
+            }
+        },
+    };
     conn.as_mut().graceful_shutdown();
-    conn.await.map_err(Into::into)
+    if !bounded {
+        return conn.await.map_err(Into::into);
+    }
+    match tokio::time::timeout(finish, conn).await {
+        Ok(done) => done.map_err(Into::into),
+        Err(_) => Err("the connection did not finish in time".into()),
+    }
 }

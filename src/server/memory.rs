@@ -6,8 +6,8 @@
 //! allocator's overhead), the connection caps times the most one connection can buffer, and
 //! what the rest of the process holds. Reads no clock, does no I/O.
 
-use super::Options;
 use super::listen::{H1_MAX_BUF, H2_CONN_WINDOW, H2_MAX_HEADER_LIST, H2_MAX_STREAMS, H2_SEND_BUF};
+use super::{Options, PROBE_CONNECTIONS};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -45,7 +45,7 @@ impl Arithmetic {
         let budget = limits.body_budget as u64;
         let tls = per_connection(options.http2, true) * limits.max_connections as u64;
         let plain = match options.metrics_listen {
-            Some(_) => per_connection(false, false) * limits.max_connections as u64,
+            Some(_) => per_connection(false, false) * PROBE_CONNECTIONS as u64,
             None => 0,
         };
         Self {

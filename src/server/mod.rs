@@ -8,7 +8,8 @@
 //! - [`Server::policy`]: the `Arc<ArcSwap<Policy>>` every review reads; `store` a new policy
 //!   to hot-reload it (the next request sees it).
 //! - [`Server::merge_routes`]: extra axum routes served on the TLS listener (the plain one serves
-//!   only probes and metrics).
+//!   only probes and metrics, under its own small cap: an attack on the admission port never
+//!   fails the probes pointed at it).
 //! - [`Server::readiness`] → [`Readiness::gate`]: a named flag `/readyz` waits for.
 //! - [`Server::registry_mut`]: the Prometheus registry `/metrics` encodes.
 //! - [`Server::guard_metrics`]: an access check `/metrics` requests pass first.
@@ -17,11 +18,12 @@
 //! - [`Server::review_spans`]: one `tracing` span per review ([`trace`]), for the OpenTelemetry
 //!   layer of `--otlp-endpoint` (without it a review makes no span).
 
+pub mod activity;
 mod body;
 pub mod budget;
 pub mod catalogue;
 mod conns;
-mod idle;
+mod linger;
 mod listen;
 pub mod memory;
 pub mod metrics;
@@ -67,6 +69,10 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Open connections of the plain probe and metrics listener: the kubelet's probes and a
+/// Prometheus scrape need a few; waiting ones make room for newcomers as on the admission port.
+pub const PROBE_CONNECTIONS: usize = 32;
 
 /// How the server listens; `serve`'s flags (`cli::serve::ServeArgs`) say what each field means.
 #[derive(Debug, Clone)]
@@ -221,25 +227,29 @@ impl Server {
             stopping: shutdown.stopping(),
             review_spans: self.review_spans,
         };
-        let serving = |router, tls, name| listen::Serving {
+        let serving = |router, tls, name, (max, per_ip)| listen::Serving {
             router,
             tls,
             header_read_timeout: self.options.header_read_timeout,
-            conns: ConnLimits::new(
-                limits.max_connections,
-                limits.max_connections_per_ip,
-                self.metrics.connections(name),
-            ),
+            finish_timeout: limits.request_timeout,
+            conns: ConnLimits::new(max, per_ip, self.metrics.connections(name)),
             metrics: self.metrics.clone(),
             name,
         };
+        let admission_caps = (limits.max_connections, limits.max_connections_per_ip);
         Ok(Bound {
             tls_serving: serving(
                 routes::admission_router(state.clone(), self.extra_routes),
                 Some(tokio_rustls::TlsAcceptor::from(tls)),
                 "admission",
+                admission_caps,
             ),
-            plain_serving: serving(routes::probe_router(state), None, "plain"),
+            plain_serving: serving(
+                routes::probe_router(state),
+                None,
+                "plain",
+                (PROBE_CONNECTIONS, PROBE_CONNECTIONS),
+            ),
             tls_listener,
             plain_listener,
             reloader,

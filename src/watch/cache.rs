@@ -1,4 +1,4 @@
-//! The loop's cache: the reflector stores of Services and Revisions plus an index of revisions by
+//! The loop's cache: the stores ([`super::store`]) of Services and Revisions plus an index of revisions by
 //! owning Service, so one reconcile costs O(its revisions), not O(all revisions).
 //!
 //! [`Cache::evaluate`] is the read half of a reconcile — status and plan for one app from the
@@ -7,12 +7,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 
 use super::hub::{AppKey, AppRecord};
 use super::plan::{Plan, plan};
 use super::status::status_for;
+use super::store::{self, Store};
 use super::view::{KService, Revision};
 
 /// The stores and the revision index.
@@ -47,7 +47,7 @@ pub fn service_key(k: &KService) -> AppKey {
 }
 
 impl Cache {
-    /// A cache over two stores (fed by reflectors elsewhere).
+    /// A cache over two stores (fed by the loop's watchers).
     pub fn new(services: Store<KService>, revisions: Store<Revision>) -> Self {
         Self {
             services,
@@ -58,20 +58,20 @@ impl Cache {
 
     /// A cache holding exactly these objects (benchmarks, tests).
     pub fn from_objects(services: Vec<KService>, revisions: Vec<Revision>) -> Self {
-        let (svc_store, mut svc_writer) = reflector::store::<KService>();
-        let (rev_store, mut rev_writer) = reflector::store::<Revision>();
-        svc_writer.apply_watcher_event(&watcher::Event::Init);
+        let (svc_store, mut svc_writer) = store::store::<KService>();
+        let (rev_store, mut rev_writer) = store::store::<Revision>();
+        svc_writer.apply(&watcher::Event::Init);
         for k in services {
-            svc_writer.apply_watcher_event(&watcher::Event::InitApply(k));
+            svc_writer.apply(&watcher::Event::InitApply(k));
         }
-        svc_writer.apply_watcher_event(&watcher::Event::InitDone);
-        rev_writer.apply_watcher_event(&watcher::Event::Init);
+        svc_writer.apply(&watcher::Event::InitDone);
+        rev_writer.apply(&watcher::Event::Init);
         let mut cache = Self::new(svc_store, rev_store);
         for r in revisions {
             cache.note_revision(&r, true);
-            rev_writer.apply_watcher_event(&watcher::Event::InitApply(r));
+            rev_writer.apply(&watcher::Event::InitApply(r));
         }
-        rev_writer.apply_watcher_event(&watcher::Event::InitDone);
+        rev_writer.apply(&watcher::Event::InitDone);
         cache
     }
 
@@ -94,17 +94,12 @@ impl Cache {
 
     /// Every Service's key.
     pub fn keys(&self) -> BTreeSet<AppKey> {
-        self.services
-            .state()
-            .iter()
-            .map(|k| service_key(k))
-            .collect()
+        self.services.keys().into_iter().collect()
     }
 
     /// One Service.
     pub fn service(&self, key: &AppKey) -> Option<Arc<KService>> {
-        self.services
-            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        self.services.get(key)
     }
 
     /// The cached revisions of one Service (names indexed but no longer stored are skipped).
@@ -115,8 +110,10 @@ impl Cache {
         names
             .iter()
             .filter_map(|n| {
-                self.revisions
-                    .get(&ObjectRef::new(n).within(&key.namespace))
+                self.revisions.get(&AppKey {
+                    namespace: key.namespace.clone(),
+                    name: n.clone(),
+                })
             })
             .filter(|r| owner_key(r).as_ref() == Some(key))
             .collect()

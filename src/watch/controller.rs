@@ -1,4 +1,4 @@
-//! The controller shell: kube-runtime watchers and reflector stores for Services, Revisions and
+//! The controller shell: kube-runtime watchers and the stores ([`super::store`]) of Services, Revisions and
 //! namespaces, and a level-triggered reconcile of every app they touch.
 //!
 //! Every replica keeps the stores, the status hub and the drift report current (the drift report
@@ -21,7 +21,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PartialObjectMeta};
-use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use tokio::sync::watch;
@@ -35,6 +34,7 @@ use super::loop_state::LoopState;
 use super::metrics::Metrics;
 use super::owners::ServiceStore;
 use super::readmit::{Readmitter, Wake};
+use super::store;
 use super::view::{KService, Revision};
 use super::writes::{Job, Transition, Writer};
 use crate::admission::Policy;
@@ -91,8 +91,8 @@ where
 /// Run the loop until the watch streams end (they do not, short of a dropped runtime).
 pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let ns = opts.namespace.as_deref();
-    let (services, svc_writer) = reflector::store::<KService>();
-    let (revisions, rev_writer) = reflector::store::<Revision>();
+    let (services, svc_writer) = store::store::<KService>();
+    let (revisions, rev_writer) = store::store::<Revision>();
     // Set once: a loop runs once per process.
     let _ = shared.services.set(services.clone());
     let cfg = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
@@ -105,11 +105,11 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let mut ns_events = pin!(watcher(ns_api, ns_cfg).default_backoff());
     let svc_api = scoped::<KService>(client.clone(), ns);
     let rev_api = scoped::<Revision>(client.clone(), ns);
-    let mut svc_events = pin!(reflector::reflector(
+    let mut svc_events = pin!(store::reflect(
         svc_writer,
         watcher(svc_api, cfg.clone()).default_backoff()
     ));
-    let mut rev_events = pin!(reflector::reflector(
+    let mut rev_events = pin!(store::reflect(
         rev_writer,
         watcher(rev_api, cfg).default_backoff()
     ));
@@ -181,7 +181,9 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
                 st.retry_due(Instant::now());
             }
         }
-        if !(st.services_listed && st.revisions_listed) {
+        // A re-list is reconciled once, at its end, not app by app as it comes and then all
+        // again: its CPU is the first list's, and no status is taken from half a list.
+        if !st.settled() {
             continue;
         }
         let first_sync = after_list(&mut st, &shared);

@@ -164,8 +164,27 @@ struct SubEntry {
 #[derive(Default)]
 struct Inner {
     apps: BTreeMap<AppKey, AppRecord>,
+    /// Apps per phase, kept as records come, change phase and go: never a walk of every app.
+    phases: BTreeMap<Phase, i64>,
     subs: Vec<SubEntry>,
     next_id: u64,
+}
+
+impl Inner {
+    /// Store a record, keeping the phase counts.
+    fn put(&mut self, key: AppKey, record: AppRecord) {
+        *self.phases.entry(record.status.phase).or_default() += 1;
+        if let Some(old) = self.apps.insert(key, record) {
+            *self.phases.entry(old.status.phase).or_default() -= 1;
+        }
+    }
+
+    /// Forget a record, keeping the phase counts.
+    fn take(&mut self, key: &AppKey) -> Option<AppRecord> {
+        let old = self.apps.remove(key)?;
+        *self.phases.entry(old.status.phase).or_default() -= 1;
+        Some(old)
+    }
 }
 
 /// The status of every app, shared by the loop (writer), the HTTP router and subscribers.
@@ -229,7 +248,7 @@ impl Hub {
                 )
             }
         };
-        inner.apps.insert(key, record.clone());
+        inner.put(key, record.clone());
         publish(&inner, &record, &event);
         change
     }
@@ -237,7 +256,7 @@ impl Hub {
     /// Forget an app (its KService was deleted) and tell subscribers.
     pub fn remove(&self, key: &AppKey) -> Option<AppRecord> {
         let mut inner = lock(&self.inner);
-        let record = inner.apps.remove(key)?;
+        let record = inner.take(key)?;
         publish(
             &inner,
             &record,
@@ -276,12 +295,11 @@ impl Hub {
             .collect()
     }
 
-    /// The number of apps in each phase.
+    /// The number of apps in each phase (every phase, zero or not), as kept by every change:
+    /// a constant cost, whatever the number of apps.
     pub fn count_by_phase(&self) -> BTreeMap<Phase, i64> {
         let mut counts: BTreeMap<Phase, i64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
-        for r in lock(&self.inner).apps.values() {
-            *counts.entry(r.status.phase).or_default() += 1;
-        }
+        counts.extend(lock(&self.inner).phases.iter().map(|(p, n)| (*p, *n)));
         counts
     }
 

@@ -158,3 +158,41 @@ fn watch_events_serialise_with_a_type_tag() {
     assert_eq!(json["type"], "DELETED");
     assert_eq!(json["app"]["status"]["phase"], "STOPPED");
 }
+
+#[test]
+fn phase_counts_follow_every_change_without_a_walk() {
+    let hub = Hub::new();
+    let walk = |hub: &Hub| {
+        let mut counts: BTreeMap<Phase, i64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
+        for r in hub.list(&Filter::default()) {
+            *counts.get_mut(&r.status.phase).unwrap() += 1;
+        }
+        counts
+    };
+    // (app, Some(phase): upsert, None: remove)
+    let steps = [
+        ("a", Some(Phase::Pending)),
+        ("b", Some(Phase::Pending)),
+        ("a", Some(Phase::Active)),
+        ("a", Some(Phase::Active)),
+        ("c", Some(Phase::Failed)),
+        ("b", None),
+        ("b", None),
+        ("c", Some(Phase::Stopping)),
+        ("c", Some(Phase::Stopped)),
+        ("a", None),
+    ];
+    for (i, (name, phase)) in steps.into_iter().enumerate() {
+        match phase {
+            Some(phase) => {
+                hub.upsert(record("ns", name, phase, &format!("t{i}")));
+            }
+            None => {
+                hub.remove(&record("ns", name, Phase::Pending, "").key());
+            }
+        }
+        assert_eq!(hub.count_by_phase(), walk(&hub), "after step {i}");
+    }
+    hub.retain(&std::collections::BTreeSet::new());
+    assert!(hub.count_by_phase().values().all(|n| *n == 0));
+}

@@ -37,6 +37,9 @@ pub(super) struct LoopState {
     pub(super) attempts: BTreeMap<AppKey, u32>,
     pub(super) services_listed: bool,
     pub(super) revisions_listed: bool,
+    /// A list of Services or of Revisions is under way (begun, not done): nothing is
+    /// reconciled from a half-listed cache, and the list's end reconciles everything once.
+    pub(super) listing: [bool; 2],
     /// The namespaces (and so their labels) have been listed once.
     pub(super) namespaces_listed: bool,
     pub(super) relisted: bool,
@@ -54,9 +57,15 @@ impl LoopState {
             attempts: BTreeMap::new(),
             services_listed: false,
             revisions_listed: false,
+            listing: [false; 2],
             namespaces_listed: false,
             relisted: false,
         }
+    }
+
+    /// Both caches are complete and no list is under way: the time to reconcile.
+    pub(super) fn settled(&self) -> bool {
+        self.services_listed && self.revisions_listed && self.listing == [false; 2]
     }
 
     /// Every cached app.
@@ -125,8 +134,9 @@ impl LoopState {
                 self.drift.remove(&key);
                 hub.remove(&key);
             }
-            watcher::Event::Init => {}
+            watcher::Event::Init => self.listing[0] = true,
             watcher::Event::InitDone => {
+                self.listing[0] = false;
                 self.relisted = self.services_listed;
                 self.services_listed = true;
             }
@@ -174,8 +184,9 @@ impl LoopState {
             watcher::Event::Delete(r) => {
                 self.dirty.extend(self.cache.note_revision(&r, false));
             }
-            watcher::Event::Init => {}
+            watcher::Event::Init => self.listing[1] = true,
             watcher::Event::InitDone => {
+                self.listing[1] = false;
                 self.relisted |= self.revisions_listed;
                 self.revisions_listed = true;
             }

@@ -3,7 +3,7 @@
 //! `cluster::election`) says it leads — finishes stopping apps (the stop edits if the webhook was
 //! bypassed, then teardown of the old revisions once traffic has left them).
 //!
-//! Shape: observed objects (reflector stores) → pure [`status::status_for`] / [`plan::plan`] →
+//! Shape: observed objects ([`store`]s) → pure [`status::status_for`] / [`plan::plan`] →
 //! API writes ([`writes`], run off the loop by [`inflight`]). [`spawn`] returns at once: admission
 //! never waits on this module (its readiness does not depend on the loop's sync), and with no
 //! cluster reachable the loop logs once and keeps retrying with backoff.
@@ -21,6 +21,8 @@ pub mod owners;
 pub mod plan;
 pub mod readmit;
 pub mod status;
+pub mod store;
+mod trim;
 pub mod view;
 pub mod writes;
 

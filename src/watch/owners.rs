@@ -2,15 +2,15 @@
 //! ([`crate::admission::guard`]): gone, being deleted, or present — whether its app is stopped and
 //! which `status.traffic` entries name the revision.
 //!
-//! Reads the loop's reflector store only; never calls the API. Says [`Owner::Unknown`] until the
+//! Reads the loop's Service store only; never calls the API. Says [`Owner::Unknown`] until the
 //! cache has synced (a Service missing from a half-listed cache is not gone) and for namespaces the
 //! loop does not watch.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use kube::runtime::reflector::{ObjectRef, Store};
-
+use super::hub::AppKey;
+use super::store::Store;
 use super::view::KService;
 use crate::admission::guard::{Lookup, Owner, OwnerView, Route};
 
@@ -52,7 +52,10 @@ pub fn view(
         let watched = namespace.as_deref().is_none_or(|ns| ns == lookup.namespace);
         match services.get() {
             Some(store) if watched && synced.load(Ordering::Acquire) => {
-                let key = ObjectRef::new(lookup.service).within(lookup.namespace);
+                let key = AppKey {
+                    namespace: lookup.namespace.to_owned(),
+                    name: lookup.service.to_owned(),
+                };
                 owner(store.get(&key).as_deref(), lookup.revision)
             }
             _ => Owner::Unknown,

@@ -1,6 +1,7 @@
 //! What one client may make the server hold (issue 19): a body the byte budget cannot take is
-//! refused at once with 503 and `Retry-After` while small reviews still pass, and connections
-//! over the listener's caps are closed at once and counted.
+//! refused at once with 503 and `Retry-After` while small reviews still pass, and a newcomer to
+//! a full listener takes the place of a connection waiting on its client, or is refused when
+//! every connection is busy; both are counted.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -11,6 +12,8 @@ use http_body_util::{BodyExt, Channel};
 use hyper::StatusCode;
 use ksvc_webhook::server::routes::BODY_LIMIT;
 
+use axum::Router;
+use axum::routing::get;
 use support::harness::{self, Running, SERVER_NAME, review};
 
 /// A `/mutate` request declaring a `size`-byte body, and the sender of that body.
@@ -88,14 +91,31 @@ async fn a_body_over_the_budget_gets_503_at_once_and_small_reviews_still_pass() 
     drop(held);
 }
 
+/// The `/metrics` line starting with `prefix`, from the plain listener (the TLS one may be
+/// full).
+async fn plain_value(server: &Running, prefix: &str) -> Option<f64> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut tcp = tokio::net::TcpStream::connect(server.metrics_addr?)
+        .await
+        .ok()?;
+    let request = b"GET /metrics HTTP/1.1\r\nhost: m\r\nconnection: close\r\n\r\n";
+    tcp.write_all(request).await.ok()?;
+    let mut text = String::new();
+    tcp.read_to_string(&mut text).await.ok()?;
+    let line = text.lines().find(|l| l.starts_with(prefix))?;
+    line.rsplit(' ').next()?.parse().ok()
+}
+
 #[tokio::test]
-async fn connections_over_the_caps_are_closed_at_once_and_counted() {
+async fn a_full_listener_closes_a_waiting_connection_and_refuses_only_when_all_are_busy() {
     let server = harness::start(
         |o| {
             o.limits.max_connections = 4;
             o.limits.max_connections_per_ip = 2;
+            o.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
         },
-        |_| {},
+        // A request the server works on for ever: its connection is busy.
+        |s| s.merge_routes(Router::new().route("/hold", get(std::future::pending::<()>))),
     )
     .await;
     let ca = server.pki.ca.cert_pem.clone();
@@ -107,22 +127,54 @@ async fn connections_over_the_caps_are_closed_at_once_and_counted() {
         assert_eq!(conn.get("/healthz").await.0, StatusCode::OK);
         held.push(conn);
     }
-    // A third from one address, then any from a new one: closed during the handshake.
-    assert!(open(1).await.is_err(), "over the per-address share");
-    assert!(open(3).await.is_err(), "over the listener's cap");
-    // A closed connection frees its place.
-    held.truncate(3);
-    let reopened = harness::eventually(200, || async { open(3).await.is_ok() }).await;
-    assert!(reopened, "the freed place was never given again");
-    drop(held);
-    // One refusal per address share; one or more at the cap (the retries above, until the
-    // server saw the close).
+    let healthz = || {
+        hyper::Request::get("/healthz")
+            .header("host", SERVER_NAME)
+            .body(harness::full(Vec::new()))
+            .unwrap()
+    };
+    // A third from address 1 takes the place of its own idle connection that waited longest;
+    // one from a new address that of the longest waiting of the heaviest (both hold two now):
+    // address 1's second.
+    let mut third = open(1).await.unwrap();
+    assert_eq!(third.get("/healthz").await.0, StatusCode::OK);
+    let mut newcomer = open(3).await.unwrap();
+    assert_eq!(newcomer.get("/healthz").await.0, StatusCode::OK);
+    assert!(held[0].send(healthz()).await.is_err(), "not closed");
+    assert!(held[1].send(healthz()).await.is_err(), "not closed");
+    // Every connection busy: newcomers are refused, during the handshake.
+    let mut busy: Vec<_> = held.drain(2..).collect();
+    busy.extend([third, newcomer]);
+    let working: Vec<_> = busy
+        .into_iter()
+        .map(|mut conn| {
+            tokio::spawn(async move {
+                let request = hyper::Request::get("/hold")
+                    .header("host", SERVER_NAME)
+                    .body(harness::full(Vec::new()))
+                    .unwrap();
+                conn.send(request).await
+            })
+        })
+        .collect();
     let s = &server;
     let refused = r#"ksvc_webhook_connections_refused_total{listener="admission",reason="#;
-    let per_ip = format!("{refused}\"max_connections_per_ip\"}}");
-    let full = format!("{refused}\"max_connections\"}}");
-    let counted = || async {
-        value(s, &per_ip).await == Some(1.0) && value(s, &full).await.is_some_and(|n| n >= 1.0)
+    let busy_now = || async {
+        plain_value(s, "ksvc_webhook_connections{listener=\"admission\"}").await == Some(4.0)
     };
-    assert!(harness::eventually(200, counted).await);
+    assert!(harness::eventually(200, busy_now).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(open(5).await.is_err(), "over the listener's cap");
+    assert!(open(2).await.is_err(), "over the per-address share");
+    for reason in ["evicted", "max_connections", "max_connections_per_ip"] {
+        let line = format!("{refused}\"{reason}\"}}");
+        let n = plain_value(s, &line).await;
+        assert!(n.is_some_and(|n| n >= 1.0), "{line}: {n:?}");
+    }
+    // A connection that ends frees its place.
+    for task in working {
+        task.abort();
+    }
+    let reopened = harness::eventually(200, || async { open(5).await.is_ok() }).await;
+    assert!(reopened, "the freed place was never given again");
 }

@@ -2,12 +2,15 @@
 //! see meanwhile.
 
 use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Channel};
 use hyper::StatusCode;
+use tokio::net::TcpStream;
 
+use super::served::Served;
 use support::harness::{self, Conn, SERVER_NAME, review};
 
 /// How a stalled upload ended: the server's status (`None`: the connection was dropped) and
@@ -80,4 +83,80 @@ pub async fn one_review(conn: &mut Conn, uid: &str) -> Option<Duration> {
     }
     harness::assert_answer(uid, &sent, status, &body);
     Some(took)
+}
+
+/// How the well-formed reviews fared: answered 200 within [`ANSWER_WITHIN`], of all sent.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Answered {
+    pub ok: usize,
+    pub total: usize,
+    pub slowest: Duration,
+}
+
+/// The bar: kube-apiserver's review answered within 2 s, its connection included.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(2);
+
+impl Answered {
+    pub fn share(&self) -> f64 {
+        self.ok as f64 / self.total.max(1) as f64
+    }
+
+    /// At least 99 % answered, and at least some sent.
+    pub fn assert_kept(&self, what: &str) {
+        assert!(self.total >= 20, "{what}: only {} reviews sent", self.total);
+        assert!(self.share() >= 0.99, "{what}: {self:?}");
+    }
+}
+
+/// Until `end`, kube-apiserver in a quiet cluster: a 2 KB review every 50 ms, each on a fresh
+/// connection from 127.0.0.1.
+pub async fn fresh_reviews(served: &Served, end: Instant) -> Answered {
+    let mut answered = Answered::default();
+    while Instant::now() < end {
+        answered.total += 1;
+        let uid = format!("kube-{}", answered.total);
+        let started = Instant::now();
+        let review = async {
+            let mut conn = served.connect(None, &[b"http/1.1"]).await.ok()?;
+            one_review(&mut conn, &uid).await
+        };
+        let took = tokio::time::timeout(ANSWER_WITHIN, review).await;
+        if let Ok(Some(_)) = took {
+            answered.ok += 1;
+            answered.slowest = answered.slowest.max(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    answered
+}
+
+/// Until `end`, the kubelet: `GET /healthz` on the probe listener every 250 ms, on a fresh
+/// connection each (as the kubelet probes), answered 200 within [`ANSWER_WITHIN`].
+pub async fn probes(served: &Served, end: Instant) -> Answered {
+    let mut answered = Answered::default();
+    while Instant::now() < end {
+        answered.total += 1;
+        let started = Instant::now();
+        let probe = tokio::time::timeout(ANSWER_WITHIN, served.probe("/healthz")).await;
+        if let Ok(Some(answer)) = probe
+            && answer.starts_with("HTTP/1.1 200")
+        {
+            answered.ok += 1;
+            answered.slowest = answered.slowest.max(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    answered
+}
+
+/// The attacker addresses: other pods, as the server sees them.
+pub fn attacker(i: usize) -> IpAddr {
+    IpAddr::from([127, 0, 0, 2 + u8::try_from(i % 4).unwrap()])
+}
+
+/// A TCP connection from `from`.
+pub async fn tcp_from(from: IpAddr, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(from, 0))?;
+    socket.connect(addr).await
 }

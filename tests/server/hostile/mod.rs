@@ -1,6 +1,6 @@
 //! Admission under hostile load, against the built binary: stalled uploads over
-//! HTTP/1.1 and HTTP/2 ([`uploads`]), SIGTERM while streams and uploads are open ([`shutdown`]),
-//! and a one-minute soak of every attack at once ([`soak`], `#[ignore]`: `make soak`). Memory is
+//! HTTP/1.1 and HTTP/2 ([`uploads`]), every connection slot held by four pods ([`slots`]),
+//! SIGTERM while streams and uploads are open ([`shutdown`]), and a one-minute soak of every attack at once ([`soak`], `#[ignore]`: `make soak`). Memory is
 //! read from /proc and checked against the arithmetic of docs/reliability.md; times are bounds,
 //! not measurements.
 
@@ -12,6 +12,8 @@ mod conns;
 mod served;
 #[cfg(test)]
 mod shutdown;
+#[cfg(test)]
+mod slots;
 #[cfg(test)]
 mod soak;
 #[cfg(test)]

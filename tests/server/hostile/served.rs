@@ -26,6 +26,17 @@ const COMMON: &[&str] = &[
     "1",
 ];
 
+/// The Deployment's limits (manifests/base/deployment.yaml), with the probe listener on a free
+/// port: what issue 28's attacks run against.
+pub const DEPLOYMENT: &[&str] = &[
+    "--request-timeout=10s",
+    "--body-budget=64Mi",
+    "--small-body-reserve=16Mi",
+    "--max-connections=256",
+    "--max-connections-per-ip=64",
+    "--metrics-listen=127.0.0.1:0",
+];
+
 /// A running `serve`.
 pub struct Served {
     child: KillOnDrop,
@@ -96,6 +107,36 @@ impl Served {
             _secret: secret,
             _dir: dir,
         }
+    }
+
+    /// The plain probe listener's address (`--metrics-listen`).
+    pub fn probe_addr(&self) -> SocketAddr {
+        let logs = self.logs();
+        let found = logs.lines().find_map(|line| {
+            let rest = line.split("metrics=Some(").nth(1)?;
+            rest.split(')').next()?.parse().ok()
+        });
+        found.expect("serve was started without --metrics-listen")
+    }
+
+    /// `GET path` on the probe listener, on a fresh connection: the status line and the body.
+    pub async fn probe(&self, path: &str) -> Option<String> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut tcp = tokio::net::TcpStream::connect(self.probe_addr())
+            .await
+            .ok()?;
+        let request = format!("GET {path} HTTP/1.1\r\nhost: probe\r\nconnection: close\r\n\r\n");
+        tcp.write_all(request.as_bytes()).await.ok()?;
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer).await.ok()?;
+        Some(answer)
+    }
+
+    /// The value of the `/metrics` line starting with `prefix`, read on the probe listener.
+    pub async fn metric(&self, prefix: &str) -> Option<f64> {
+        let text = self.probe("/metrics").await?;
+        let line = text.lines().find(|l| l.starts_with(prefix))?;
+        line.rsplit(' ').next()?.parse().ok()
     }
 
     /// What the server logged so far.

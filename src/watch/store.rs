@@ -1,0 +1,242 @@
+//! The loop's object stores: every cached Service or Revision by namespace and name, fed by a
+//! kube-runtime watcher and read by the loop, the status API and the revision guard.
+//!
+//! Unlike kube-runtime's reflector store, which builds a second full map during a (re)list and
+//! swaps it in at its end, a list is applied in place: each listed object replaces its entry at
+//! once and is marked with the list's number, and when the list is done ([`Event::InitDone`])
+//! every entry the list did not name is swept. A re-list so holds one copy of the cache, not two;
+//! a list cut short (the watcher starts it again with [`Event::Init`]) leaves nothing behind that
+//! the next complete list does not name. While a list runs a reader sees each object as it was
+//! either before or in the list, never a half-listed empty store. Never calls the API.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use futures::{Stream, TryStreamExt};
+use kube::Resource;
+use kube::runtime::watcher::{self, Event};
+
+use super::hub::AppKey;
+
+struct Held<K> {
+    object: Arc<K>,
+    /// The number of the list (or watch after it) that last named it.
+    list: u64,
+}
+
+struct Map<K> {
+    objects: HashMap<AppKey, Held<K>>,
+    /// The number of the list under way or last done.
+    list: u64,
+}
+
+/// A shared, read-only handle on a store; cheap to clone.
+pub struct Store<K> {
+    map: Arc<RwLock<Map<K>>>,
+}
+
+impl<K> std::fmt::Debug for Store<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("len", &self.len()).finish()
+    }
+}
+
+impl<K> Clone for Store<K> {
+    fn clone(&self) -> Self {
+        Self {
+            map: self.map.clone(),
+        }
+    }
+}
+
+/// The one handle that changes a store: it applies the watcher's events.
+pub struct Writer<K> {
+    map: Arc<RwLock<Map<K>>>,
+}
+
+/// An empty store and its writer.
+pub fn store<K>() -> (Store<K>, Writer<K>) {
+    let map = Arc::new(RwLock::new(Map {
+        objects: HashMap::new(),
+        list: 0,
+    }));
+    (Store { map: map.clone() }, Writer { map })
+}
+
+/// The store key of an object: its namespace and name.
+pub fn key_of<K: Resource>(object: &K) -> AppKey {
+    let meta = object.meta();
+    AppKey {
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+    }
+}
+
+impl<K> Store<K> {
+    fn read(&self) -> RwLockReadGuard<'_, Map<K>> {
+        // A panic while holding the lock leaves plain data behind, still usable.
+        self.map.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One object.
+    pub fn get(&self, key: &AppKey) -> Option<Arc<K>> {
+        self.read().objects.get(key).map(|h| h.object.clone())
+    }
+
+    /// Every object, in no particular order.
+    pub fn state(&self) -> Vec<Arc<K>> {
+        self.read()
+            .objects
+            .values()
+            .map(|h| h.object.clone())
+            .collect()
+    }
+
+    /// Every object's key, in no particular order.
+    pub fn keys(&self) -> Vec<AppKey> {
+        self.read().objects.keys().cloned().collect()
+    }
+
+    /// The number of objects held.
+    pub fn len(&self) -> usize {
+        self.read().objects.len()
+    }
+
+    /// No object held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<K: Resource> Writer<K> {
+    fn write(&self) -> RwLockWriteGuard<'_, Map<K>> {
+        self.map.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Apply one watcher event (see the module's header for lists).
+    pub fn apply(&mut self, event: &Event<K>)
+    where
+        K: Clone,
+    {
+        let mut map = self.write();
+        match event {
+            Event::Init => map.list += 1,
+            Event::InitApply(object) | Event::Apply(object) => {
+                let list = map.list;
+                let held = Held {
+                    object: Arc::new(object.clone()),
+                    list,
+                };
+                match map.objects.entry(key_of(object)) {
+                    // In place: the key is not copied again.
+                    Entry::Occupied(mut slot) => *slot.get_mut() = held,
+                    Entry::Vacant(slot) => {
+                        slot.insert(held);
+                    }
+                }
+            }
+            Event::Delete(object) => {
+                map.objects.remove(&key_of(object));
+            }
+            Event::InitDone => {
+                let list = map.list;
+                map.objects.retain(|_, held| held.list == list);
+                map.objects.shrink_to_fit();
+            }
+        }
+    }
+}
+
+/// The watcher's stream with each event applied to `writer` before it is passed on.
+pub fn reflect<K, S>(mut writer: Writer<K>, events: S) -> impl Stream<Item = S::Item>
+where
+    K: Resource + Clone,
+    S: Stream<Item = Result<Event<K>, watcher::Error>>,
+{
+    events.inspect_ok(move |event| writer.apply(event))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::watch::view::KService;
+
+    fn ksvc(name: &str, generation: i64) -> KService {
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "apps", "generation": generation}}),
+        )
+        .unwrap()
+    }
+
+    fn names(store: &Store<KService>) -> Vec<(String, i64)> {
+        let mut names: Vec<_> = store
+            .state()
+            .iter()
+            .map(|k| (k.name().to_owned(), k.metadata.generation.unwrap_or(0)))
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn key(name: &str) -> AppKey {
+        AppKey {
+            namespace: "apps".into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn a_relist_applies_in_place_and_sweeps_what_it_did_not_name() {
+        let (store, mut writer) = store::<KService>();
+        for ev in [
+            Event::Init,
+            Event::InitApply(ksvc("a", 1)),
+            Event::InitApply(ksvc("b", 1)),
+            Event::InitApply(ksvc("c", 1)),
+            Event::InitDone,
+            Event::Apply(ksvc("d", 1)),
+        ] {
+            writer.apply(&ev);
+        }
+        assert_eq!(store.len(), 4);
+        let held_a = store.get(&key("a")).unwrap();
+
+        // A re-list that fails half-way: what it named is applied at once, nothing is swept yet,
+        // and the old objects are still there for readers.
+        writer.apply(&Event::Init);
+        writer.apply(&Event::InitApply(ksvc("a", 2)));
+        writer.apply(&Event::InitApply(ksvc("e", 1)));
+        assert_eq!(
+            names(&store),
+            [("a", 2), ("b", 1), ("c", 1), ("d", 1), ("e", 1)].map(|(n, g)| (n.to_owned(), g))
+        );
+        assert!(!Arc::ptr_eq(&held_a, &store.get(&key("a")).unwrap()));
+
+        // The watcher lists again from the start: `e` (only in the half list) and `c`, `d` (gone
+        // since) are swept once the complete list is done.
+        writer.apply(&Event::Init);
+        writer.apply(&Event::InitApply(ksvc("b", 3)));
+        writer.apply(&Event::InitApply(ksvc("a", 3)));
+        assert_eq!(store.len(), 5, "nothing swept before the list is done");
+        writer.apply(&Event::InitDone);
+        assert_eq!(
+            names(&store),
+            [("a", 3), ("b", 3)].map(|(n, g)| (n.to_owned(), g))
+        );
+
+        // Deletes and watch events after the list.
+        writer.apply(&Event::Delete(ksvc("a", 3)));
+        writer.apply(&Event::Apply(ksvc("f", 1)));
+        assert_eq!(
+            names(&store),
+            [("b", 3), ("f", 1)].map(|(n, g)| (n.to_owned(), g))
+        );
+        assert!(store.get(&key("a")).is_none());
+        let mut keys = store.keys();
+        keys.sort();
+        assert_eq!(keys, [key("b"), key("f")]);
+    }
+}
