@@ -27,7 +27,11 @@ mod lease;
 #[cfg(test)]
 mod least_privilege;
 #[cfg(test)]
+mod missing_rule;
+#[cfg(test)]
 mod objects;
+#[cfg(test)]
+mod outage;
 #[cfg(test)]
 mod readmit;
 #[cfg(test)]

@@ -11,6 +11,25 @@ use crate::status_api::{get, reader};
 
 const SHA: &str = "/metadata/annotations/flyte.org~1spec-sha";
 
+/// `ksvc-webhook drift` (with the admin's credentials) reports `name` in `ns` as drifted.
+fn assert_drift_reported(plane: &ControlPlane, ns: &str, name: &str) {
+    let kubeconfig = plane.kubeconfig.display().to_string();
+    let drift = run_bin(
+        &["drift", "-n", ns, "-o", "json", "--kubeconfig", &kubeconfig],
+        &[],
+        b"",
+    );
+    let report: Value = serde_json::from_str(&drift.stdout)
+        .unwrap_or_else(|e| panic!("drift -o json ({e}): {}{}", drift.stdout, drift.stderr));
+    let row = report
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in the drift report: {report:#}"));
+    assert!(!row["drift"].as_array().unwrap().is_empty(), "{row:#}");
+}
+
 #[test]
 #[ignore = "needs the e2e control plane: make e2e"]
 fn an_app_stored_before_the_webhook_saw_it_is_reported_and_readmitted() {
@@ -41,29 +60,7 @@ fn an_app_stored_before_the_webhook_saw_it_is_reported_and_readmitted() {
         .kubectl(&["label", "namespace", &ns, "ksvc-webhook.flyte.org/inject-"])
         .ok("opt the namespace back in");
 
-    let kubeconfig = plane.kubeconfig.display().to_string();
-    let drift = run_bin(
-        &[
-            "drift",
-            "-n",
-            &ns,
-            "-o",
-            "json",
-            "--kubeconfig",
-            &kubeconfig,
-        ],
-        &[],
-        b"",
-    );
-    let report: Value = serde_json::from_str(&drift.stdout)
-        .unwrap_or_else(|e| panic!("drift -o json ({e}): {}{}", drift.stdout, drift.stderr));
-    let row = report
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .unwrap_or_else(|| panic!("{name} not in the drift report: {report:#}"));
-    assert!(!row["drift"].as_array().unwrap().is_empty(), "{row:#}");
+    assert_drift_reported(plane, &ns, name);
 
     let _webhook = Webhook::start(
         plane,

@@ -57,15 +57,40 @@ fn events(plane: &ControlPlane, ns: &str) -> Vec<(String, i64)> {
         .collect()
 }
 
-#[test]
-#[ignore = "needs the e2e control plane: make e2e"]
-fn stop_waits_for_traffic_to_leave_then_deletes_the_old_revision_and_start_brings_it_back() {
-    let _serial = ControlPlane::lock();
-    let plane = ControlPlane::get();
+/// The app under test: where it is, and a reader's token for `/apps`.
+struct App<'a> {
+    plane: &'a ControlPlane,
+    ns: String,
+    name: String,
+    token: String,
+}
+
+impl App<'_> {
+    /// `ksvc-webhook app <verb> <name> -n <ns> <extra>` as the admin, as a user runs it.
+    fn cli(&self, verb: &str, extra: &[&str]) -> support::cli::Ran {
+        let kubeconfig = self.plane.kubeconfig.display().to_string();
+        let mut args = vec![
+            "app",
+            verb,
+            &self.name,
+            "-n",
+            &self.ns,
+            "--kubeconfig",
+            &kubeconfig,
+        ];
+        args.extend_from_slice(extra);
+        run_bin(&args, &[], b"")
+    }
+
+    fn wait_phase(&self, want: &str) {
+        wait_phase(self.plane, &self.token, &self.ns, &self.name, want);
+    }
+}
+
+/// A managed app, created through admission, with one Ready revision serving all traffic.
+fn active_app(plane: &ControlPlane) -> (App<'_>, String) {
     let ns = plane.namespace("watch");
     reader(plane, &ns);
-    let _webhook = Webhook::start(plane, "watch", &[]);
-    let token = plane.token(&ns, "reader", None);
     let created = plane
         .kubectl_in(
             &["create", "-f", "-", "-o", "name"],
@@ -73,97 +98,102 @@ fn stop_waits_for_traffic_to_leave_then_deletes_the_old_revision_and_start_bring
         )
         .ok("create a managed app");
     let name = created.stdout.trim().rsplit('/').next().unwrap().to_owned();
+    let token = plane.token(&ns, "reader", None);
+    let app = App {
+        plane,
+        ns,
+        name,
+        token,
+    };
+    knative::configuration(plane, &app.ns, &app.name);
+    let first = knative::revision(plane, &app.ns, &app.name, 1, 1);
+    knative::route(plane, &app.ns, &app.name, &first, &[(&first, 100)]);
+    app.wait_phase("ACTIVE");
+    (app, first)
+}
 
-    knative::configuration(plane, &ns, &name);
-    let first = knative::revision(plane, &ns, &name, 1, 1);
-    knative::route(plane, &ns, &name, &first, &[(&first, 100)]);
-    wait_phase(plane, &token, &ns, &name, "ACTIVE");
+/// `app stop --wait`, as a user runs it (admission applies the stop edits), while this test
+/// plays Knative: a stopped revision whose route first still sends everything to `first`, then
+/// moves. The loop must wait for the route, then delete `first`. What `app stop` printed.
+fn stop_and_tear_down(app: &App, first: &str) -> support::cli::Ran {
+    let (plane, ns, name) = (app.plane, app.ns.as_str(), app.name.as_str());
+    let first = first.to_owned();
+    std::thread::scope(|scope| {
+        let stop = scope.spawn(|| app.cli("stop", &["--wait", "--timeout", "90s"]));
+        eventually("the stop label is stored", 30, || {
+            let ksvc = plane.get_json(&["ksvc", name, "-n", ns]);
+            (ksvc["metadata"]["labels"]["flyte.org/app-stopped"] == "true").then_some(())
+        });
+        // Knative makes the stopped revision, but the route still sends everything to the first.
+        let second = knative::revision(plane, ns, name, 2, 0);
+        knative::route(plane, ns, name, &second, &[(&first, 100)]);
+        app.wait_phase("STOPPING");
+        assert!(
+            revisions(plane, ns).contains(&first),
+            "the serving revision was deleted while traffic was on it"
+        );
+        // The route moves; Knative's labeler takes the first out of the route; the loop tears
+        // it down.
+        knative::route(plane, ns, name, &second, &[(&second, 100)]);
+        knative::routing_state(plane, ns, &first, "reserve");
+        eventually("the loop has deleted the old revision", 60, || {
+            (!revisions(plane, ns).contains(&first)).then_some(())
+        });
+        app.wait_phase("STOPPED");
+        stop.join().unwrap()
+    })
+}
 
-    // Stop, as a user does; admission applies the stop edits (a new generation).
-    let kubeconfig = plane.kubeconfig.display().to_string();
-    let stop = std::thread::spawn({
-        let (ns, name, kubeconfig) = (ns.clone(), name.clone(), kubeconfig.clone());
-        move || {
-            run_bin(
-                &[
-                    "app",
-                    "stop",
-                    &name,
-                    "-n",
-                    &ns,
-                    "--wait",
-                    "--timeout",
-                    "90s",
-                    "--kubeconfig",
-                    &kubeconfig,
-                ],
-                &[],
-                b"",
-            )
-        }
-    });
-    eventually("the stop label is stored", 30, || {
-        let ksvc = plane.get_json(&["ksvc", &name, "-n", &ns]);
-        (ksvc["metadata"]["labels"]["flyte.org/app-stopped"] == "true").then_some(())
-    });
-    // Knative makes the stopped revision, but the route still sends everything to the first.
-    let second = knative::revision(plane, &ns, &name, 2, 0);
-    knative::route(plane, &ns, &name, &second, &[(&first, 100)]);
-    wait_phase(plane, &token, &ns, &name, "STOPPING");
-    assert!(
-        revisions(plane, &ns).contains(&first),
-        "the serving revision was deleted while traffic was on it"
-    );
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn stop_waits_for_traffic_to_leave_then_deletes_the_old_revision_and_start_brings_it_back() {
+    let _serial = ControlPlane::lock();
+    let plane = ControlPlane::get();
+    let _webhook = Webhook::start(plane, "watch", &[]);
+    let (app, first) = active_app(plane);
+    let (ns, name) = (app.ns.as_str(), app.name.as_str());
 
-    // The route moves; Knative's labeler takes the first out of the route; the loop tears it down.
-    knative::route(plane, &ns, &name, &second, &[(&second, 100)]);
-    knative::routing_state(plane, &ns, &first, "reserve");
-    eventually("the loop has deleted the old revision", 60, || {
-        (!revisions(plane, &ns).contains(&first)).then_some(())
-    });
-    wait_phase(plane, &token, &ns, &name, "STOPPED");
-    let stopped = stop.join().unwrap();
+    let stop = stop_and_tear_down(&app, &first);
     assert_eq!(
-        stopped.code,
+        stop.code,
         Some(0),
         "app stop --wait: {}{}",
-        stopped.stdout,
-        stopped.stderr
+        stop.stdout,
+        stop.stderr
     );
 
     // Start again: a new revision with pods takes the traffic.
-    run_bin(
-        &[
-            "app",
-            "start",
-            &name,
-            "-n",
-            &ns,
-            "--kubeconfig",
-            &kubeconfig,
-        ],
-        &[],
-        b"",
+    let started = app.cli("start", &[]);
+    assert_eq!(started.code, Some(0), "app start: {}", started.stderr);
+    let third = knative::revision(plane, ns, name, 3, 1);
+    knative::route(plane, ns, name, &third, &[(&third, 100)]);
+    app.wait_phase("ACTIVE");
+    let status = app.cli("status", &[]);
+    assert!(
+        status.stdout.contains("ACTIVE"),
+        "app status: {}{}",
+        status.stdout,
+        status.stderr
     );
-    let third = knative::revision(plane, &ns, &name, 3, 1);
-    knative::route(plane, &ns, &name, &third, &[(&third, 100)]);
-    wait_phase(plane, &token, &ns, &name, "ACTIVE");
-
+    let kubeconfig = plane.kubeconfig.display().to_string();
     let listed = run_bin(
         &["app", "list", "-A", "--kubeconfig", &kubeconfig],
         &[],
         b"",
     );
-    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
     assert!(
-        listed.stdout.contains(&name) && listed.stdout.contains("ACTIVE"),
-        "{}",
-        listed.stdout
+        listed
+            .stdout
+            .lines()
+            .any(|l| l.contains(name) && l.contains("ACTIVE")),
+        "app list -A: {}{}",
+        listed.stdout,
+        listed.stderr
     );
 
     // Every transition is an Event the real events API accepted; ACTIVE twice is one series.
     let recorded = eventually("the Events of both ACTIVE transitions", 30, || {
-        let all = events(plane, &ns);
+        let all = events(plane, ns);
         all.iter()
             .any(|(reason, count)| reason == "AppActive" && *count >= 2)
             .then_some(all)

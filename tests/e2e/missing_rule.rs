@@ -1,0 +1,88 @@
+//! One rule taken from the manifests' ClusterRole: the feature that needs it fails loudly, its
+//! log naming the permission kube-apiserver refused, and recovers once the rule is back. The
+//! least-privilege test leaves this test's namespace out (its 403s are the point here).
+
+use support::control_plane::{ControlPlane, Webhook, eventually};
+
+use crate::knative;
+use crate::objects::example;
+
+/// The namespace prefix and webhook identity of this test: `least_privilege` leaves out these
+/// namespaces' calls and this webhook's log.
+pub const PREFIX: &str = "missing-rule";
+
+/// Puts the manifests back however the test ends.
+struct Reinstall<'a>(&'a ControlPlane);
+
+impl Drop for Reinstall<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.kubectl(&["apply", "-k", "target/e2e/install"]);
+    }
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn without_the_revision_delete_rule_the_teardown_fails_naming_it_and_recovers_when_it_is_back() {
+    let _serial = ControlPlane::lock();
+    let plane = ControlPlane::get();
+    let ns = plane.namespace(PREFIX);
+    let reinstall = Reinstall(plane);
+    plane
+        .kubectl(&[
+            "patch",
+            "clusterrole",
+            "ksvc-webhook",
+            "--type=json",
+            "-p",
+            r#"[{"op": "test", "path": "/rules/1/resources", "value": ["revisions"]},
+                {"op": "replace", "path": "/rules/1/verbs", "value": ["list", "watch"]}]"#,
+        ])
+        .ok("take `delete revisions` from the ClusterRole");
+    let webhook = Webhook::start(plane, PREFIX, &[]);
+
+    // A stopped app whose old revision the route has left: the loop must delete it.
+    let created = plane
+        .kubectl_in(
+            &["create", "-f", "-", "-o", "name"],
+            example("managed-ksvc.yaml", &ns).as_bytes(),
+        )
+        .ok("create a managed app");
+    let name = created.stdout.trim().rsplit('/').next().unwrap().to_owned();
+    knative::configuration(plane, &ns, &name);
+    let first = knative::revision(plane, &ns, &name, 1, 1);
+    plane
+        .kubectl(&[
+            "label",
+            "ksvc",
+            &name,
+            "-n",
+            &ns,
+            "flyte.org/app-stopped=true",
+        ])
+        .ok("stop the app");
+    let second = knative::revision(plane, &ns, &name, 2, 0);
+    knative::routing_state(plane, &ns, &first, "reserve");
+    knative::route(plane, &ns, &name, &second, &[(&second, 100)]);
+
+    let refused = r#"cannot delete resource \"revisions\" in API group \"serving.knative.dev\""#;
+    eventually("the server logs the permission it lacks", 60, || {
+        webhook.log_text().contains(refused).then_some(())
+    });
+    let left = plane.kubectl(&["get", "revision", &first, "-n", &ns, "-o", "name"]);
+    assert_eq!(
+        left.code,
+        Some(0),
+        "deleted without the permission: {}",
+        left.stderr
+    );
+
+    drop(reinstall);
+    eventually(
+        "the loop deletes the revision once the rule is back",
+        60,
+        || {
+            let gone = plane.kubectl(&["get", "revision", &first, "-n", &ns, "-o", "name"]);
+            gone.stderr.contains("NotFound").then_some(())
+        },
+    );
+}
