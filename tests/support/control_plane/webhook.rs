@@ -21,7 +21,8 @@ pub struct Webhook {
 
 impl Webhook {
     /// Start `serve` as `identity` (its Lease holder name) with `extra` flags; returns once its
-    /// /readyz answers 200 and the leader has published the CA into the mutating configuration.
+    /// /readyz answers 200, the leader has published the CA into the mutating configuration and
+    /// switched its failurePolicy from the install's `Ignore` to `--failure-policy` (`Fail`).
     /// The configurations are pointed at [`ControlPlane::webhook_port`] first (a test that
     /// pointed them elsewhere may have failed before it put them back).
     pub fn start(plane: &ControlPlane, identity: &str, extra: &[&str]) -> Webhook {
