@@ -1,6 +1,7 @@
 //! Watch-loop benchmarks: status fan-out to 1,000 `/apps/watch` subscribers, and the read half of
-//! a reconcile (status + plan + hub update) for 10,000 KServices from the cache. Prints resident
-//! memory (VmRSS) before and after building each fixture.
+//! a reconcile (status + plan + hub update) for 10,000 KServices from the cache, on objects as a
+//! real cluster holds them (`support::realistic`). Prints resident memory (VmRSS) before and
+//! after building each fixture, and per app.
 #![allow(clippy::unwrap_used)]
 
 use std::hint::black_box;
@@ -10,7 +11,8 @@ use ksvc_webhook::watch::cache::Cache;
 use ksvc_webhook::watch::hub::{DEFAULT_SUBSCRIBER_BUFFER, Filter, Hub};
 use ksvc_webhook::watch::status::{AppStatus, Phase};
 use ksvc_webhook::watch::view::{KService, Revision};
-use serde_json::json;
+use serde_json::{Value, json};
+use support::realistic;
 
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -72,37 +74,30 @@ fn fanout(c: &mut Criterion) {
     );
 }
 
+/// `n` apps as a real cluster holds them (`support::realistic`: managedFields, last-applied,
+/// two containers, Revisions with Knative's labels and annotations); every fourth stopped, with
+/// its old revision's pods still up.
 fn fixture(n: usize) -> (Vec<KService>, Vec<Revision>) {
     let mut services = Vec::with_capacity(n);
     let mut revisions = Vec::with_capacity(2 * n);
     for i in 0..n {
-        let name = format!("app-{i}");
         let stopped = i.is_multiple_of(4);
-        let mut labels = json!({"flyte.org/project": "proj", "flyte.org/domain": "dev", "flyte.org/app-name": name});
+        let mut ksvc: Value = serde_json::from_str(&realistic::kservice(i)).unwrap();
         if stopped {
+            let labels = &mut ksvc["metadata"]["labels"];
             labels["flyte.org/app-stopped"] = json!("true");
             labels["networking.knative.dev/visibility"] = json!("cluster-local");
+            ksvc["spec"]["template"]["metadata"]["annotations"]["autoscaling.knative.dev/min-scale"] =
+                json!("0");
         }
-        services.push(serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": format!("ns-{}", i % 50), "generation": 2, "labels": labels,
-                         "annotations": {"flyte.org/app-managed": "true"}, "resourceVersion": "1"},
-            "spec": {"template": {"metadata": {"annotations": {"autoscaling.knative.dev/min-scale": if stopped { "0" } else { "1" }}}}},
-            "status": {"observedGeneration": 2, "url": format!("http://{name}.example"),
-                       "conditions": [{"type": "ConfigurationsReady", "status": "True"}, {"type": "Ready", "status": "True"},
-                                      {"type": "RoutesReady", "status": "True"}],
-                       "latestCreatedRevisionName": format!("{name}-00002"), "latestReadyRevisionName": format!("{name}-00002"),
-                       "traffic": [{"revisionName": format!("{name}-00002"), "percent": 100}]}
-        })).unwrap());
-        for (rev, replicas) in [
-            ("00001", i32::from(stopped)),
-            ("00002", 1 - i32::from(stopped)),
-        ] {
-            revisions.push(serde_json::from_value(json!({
-                "metadata": {"name": format!("{name}-{rev}"), "namespace": format!("ns-{}", i % 50), "uid": format!("u-{i}-{rev}"),
-                             "resourceVersion": "1", "labels": {"serving.knative.dev/service": name}},
-                "status": {"actualReplicas": replicas, "conditions": [{"type": "Ready", "status": "True"},
-                           {"type": "Active", "status": if replicas > 0 { "True" } else { "False" }, "reason": "NoTraffic"}]}
-            })).unwrap());
+        services.push(serde_json::from_value(ksvc).unwrap());
+        for (rev, replicas) in [(1, i32::from(stopped)), (2, 1 - i32::from(stopped))] {
+            let mut r: Value = serde_json::from_str(&realistic::revision(i, rev)).unwrap();
+            r["status"]["actualReplicas"] = json!(replicas);
+            r["status"]["desiredReplicas"] = json!(replicas);
+            r["status"]["conditions"][0]["status"] =
+                json!(if replicas > 0 { "True" } else { "False" });
+            revisions.push(serde_json::from_value(r).unwrap());
         }
     }
     (services, revisions)
@@ -117,9 +112,10 @@ fn reconcile_planning(c: &mut Criterion) {
     for key in &keys {
         hub.upsert(cache.evaluate(key, "2026-11-30T00:00:00Z").unwrap().record);
     }
+    let after = rss_kib();
     eprintln!(
-        "reconcile: 10,000 KServices + 20,000 Revisions cached and statused, RSS {before} KiB -> {} KiB",
-        rss_kib()
+        "reconcile: 10,000 realistic KServices + 20,000 Revisions cached and statused, RSS {before} KiB -> {after} KiB ({} B per app)",
+        (after.saturating_sub(before)) * 1024 / 10_000
     );
     let mut group = c.benchmark_group("reconcile");
     group.sample_size(10);

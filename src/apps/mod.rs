@@ -13,6 +13,7 @@ pub mod auth;
 pub mod frames;
 pub mod http;
 pub mod names;
+pub mod pages;
 pub mod streams;
 
 use std::sync::Arc;

@@ -197,6 +197,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
             tracing::info!(apps = st.cache.services.len(), "app cache synced");
         }
         shared.metrics.refresh_apps(&shared.hub);
+        shared.metrics.refresh_cached(&st.cache);
         shared.metrics.refresh_drift(&st.drift);
         if std::mem::take(&mut st.full) {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
@@ -224,6 +225,15 @@ fn after_list(st: &mut LoopState, shared: &Shared) -> bool {
     st.dirty.extend(live);
     st.full = true;
     st.relisted = false;
+    if !first {
+        // Said at INFO: a re-list (a 410 after an API server restart or an etcd compaction) is
+        // the loop's most costly moment, and the one to find beside a memory graph.
+        tracing::info!(
+            apps = st.cache.services.len(),
+            revisions = st.cache.revisions.len(),
+            "app cache listed again"
+        );
+    }
     first
 }
 

@@ -11,12 +11,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::hub::AppKey;
-use super::view::{KService, Stored};
+use super::view::KService;
 use crate::admission::Policy;
 use crate::admission::drift::{self, Drift, Reason};
 
 struct Entry {
-    stored: Stored,
+    /// The digest of the stored text it was evaluated on ([`Stored::digest`]): not the text
+    /// itself, which the cache holds, so that a re-list replacing every object holds no second
+    /// copy of every text here.
+    stored: u64,
     inject: Option<String>,
     /// The policy generation it was evaluated under.
     generation: u64,
@@ -73,8 +76,9 @@ impl DriftIndex {
             return None;
         };
         let inject = self.namespaces.get(&key.namespace);
+        let digest = ksvc.stored.digest();
         let evaluate = || Entry {
-            stored: ksvc.stored.clone(),
+            stored: digest,
             inject: inject.cloned(),
             generation: self.generation,
             // The cache's text is JSON the view wrote: unreadable only if something is badly
@@ -87,7 +91,7 @@ impl DriftIndex {
             Some(slot)
                 if slot.generation == self.generation
                     && slot.inject.as_ref() == inject
-                    && slot.stored == ksvc.stored =>
+                    && slot.stored == digest =>
             {
                 return self.get(key);
             }

@@ -295,6 +295,45 @@ impl Hub {
             .collect()
     }
 
+    /// Up to `limit` apps the filter covers after the key `after` (from the first without), in
+    /// key order, and whether more follow. With a namespace in the filter only that namespace's
+    /// part of the map is walked.
+    pub fn page(
+        &self,
+        filter: &Filter,
+        after: Option<&AppKey>,
+        limit: usize,
+    ) -> (Vec<AppRecord>, bool) {
+        use std::ops::Bound;
+        let inner = lock(&self.inner);
+        let start = match (after, &filter.namespace) {
+            (Some(after), Some(ns)) if after.namespace < *ns => None,
+            (Some(after), _) => Some(Bound::Excluded(after.clone())),
+            (None, _) => None,
+        };
+        let start = start.unwrap_or_else(|| match &filter.namespace {
+            Some(ns) => Bound::Included(AppKey {
+                namespace: ns.clone(),
+                name: String::new(),
+            }),
+            None => Bound::Unbounded,
+        });
+        let mut covered = inner
+            .apps
+            .range((start, Bound::Unbounded))
+            .take_while(|(k, _)| {
+                filter
+                    .namespace
+                    .as_ref()
+                    .is_none_or(|ns| k.namespace == *ns)
+            })
+            .map(|(_, r)| r)
+            .filter(|r| filter.matches(r));
+        let records: Vec<AppRecord> = covered.by_ref().take(limit).cloned().collect();
+        let more = covered.next().is_some();
+        (records, more)
+    }
+
     /// The number of apps in each phase (every phase, zero or not), as kept by every change:
     /// a constant cost, whatever the number of apps.
     pub fn count_by_phase(&self) -> BTreeMap<Phase, i64> {

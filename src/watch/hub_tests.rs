@@ -196,3 +196,54 @@ fn phase_counts_follow_every_change_without_a_walk() {
     hub.retain(&std::collections::BTreeSet::new());
     assert!(hub.count_by_phase().values().all(|n| *n == 0));
 }
+
+#[test]
+fn pages_walk_every_covered_app_once_in_key_order() {
+    let hub = Hub::new();
+    for ns in ["a", "b", "c"] {
+        for name in ["x", "y", "z"] {
+            hub.upsert(record(ns, name, Phase::Active, "t"));
+        }
+    }
+    let walk = |filter: &Filter, limit: usize| {
+        let (mut after, mut seen, mut pages) = (None, Vec::new(), 0);
+        loop {
+            let (records, more) = hub.page(filter, after.as_ref(), limit);
+            pages += 1;
+            after = records.last().map(AppRecord::key);
+            seen.extend(
+                records
+                    .iter()
+                    .map(|r| format!("{}/{}", r.namespace, r.name)),
+            );
+            if !more {
+                return (seen, pages);
+            }
+        }
+    };
+    let all = hub.list(&Filter::default());
+    let want: Vec<String> = all
+        .iter()
+        .map(|r| format!("{}/{}", r.namespace, r.name))
+        .collect();
+    for limit in [1, 2, 4, 9, 100] {
+        let (seen, pages) = walk(&Filter::default(), limit);
+        assert_eq!(seen, want, "limit {limit}");
+        assert_eq!(pages, 9usize.div_ceil(limit).max(1), "limit {limit}");
+    }
+    let in_b = Filter {
+        namespace: Some("b".into()),
+        ..Filter::default()
+    };
+    assert_eq!(walk(&in_b, 2).0, ["b/x", "b/y", "b/z"]);
+    let named_y = Filter {
+        name: Some("y".into()),
+        ..Filter::default()
+    };
+    assert_eq!(walk(&named_y, 1).0, ["a/y", "b/y", "c/y"]);
+    let nowhere = Filter {
+        namespace: Some("bb".into()),
+        ..Filter::default()
+    };
+    assert_eq!(hub.page(&nowhere, None, 10), (Vec::new(), false));
+}

@@ -1,5 +1,5 @@
 //! The watch loop's Prometheus metrics: whether the app cache has synced, apps by status,
-//! reconciles, errors, writes in flight, the time of reconciles and of writes, and the drift
+//! objects cached, reconciles, errors, writes in flight, the time of reconciles and of writes, and the drift
 //! report's apps by reason and time of its last full evaluation.
 //!
 //! Created once, cloned into the loop (metrics are shared handles), registered by the server with
@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::cache::Cache;
 use super::drift::DriftIndex;
 use super::hub::Hub;
 use crate::admission::drift::Reason;
@@ -27,6 +28,9 @@ pub struct Metrics {
     pub synced: Gauge,
     /// `ksvc_webhook_watch_apps{phase}`: apps in each phase, from this replica's cache.
     pub apps: Family<Labels, Gauge>,
+    /// `ksvc_webhook_watch_cached_objects{resource}`: Services and Revisions held in this
+    /// replica's cache, what its memory grows with (docs/performance.md).
+    pub cached: Family<Labels, Gauge>,
     /// `ksvc_webhook_watch_reconciles_total`.
     pub reconciles: Counter,
     /// `ksvc_webhook_watch_errors_total{kind}`: failed API calls and watch errors.
@@ -62,6 +66,7 @@ impl Default for Metrics {
         Self {
             synced: Gauge::default(),
             apps: Family::default(),
+            cached: Family::default(),
             reconciles: Counter::default(),
             errors: Family::default(),
             duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
@@ -130,6 +135,16 @@ impl Metrics {
             "Apps in each phase, from this replica's cache",
             self.apps.clone(),
         );
+        r.register(
+            "cached_objects",
+            "Services and Revisions held in this replica's cache, by resource",
+            self.cached.clone(),
+        );
+        for resource in ["services", "revisions"] {
+            self.cached
+                .get_or_create(&vec![("resource", resource)])
+                .set(0);
+        }
         r.register("reconciles", "Reconciles run", self.reconciles.clone());
         r.register(
             "errors",
@@ -200,6 +215,19 @@ impl Metrics {
         }
     }
 
+    /// Set the cached-objects gauges from the cache's stores.
+    pub fn refresh_cached(&self, cache: &Cache) {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        for (resource, n) in [
+            ("services", cache.services.len()),
+            ("revisions", cache.revisions.len()),
+        ] {
+            self.cached
+                .get_or_create(&vec![("resource", resource)])
+                .set(count(n));
+        }
+    }
+
     /// Set the per-phase gauges from the hub.
     pub fn refresh_apps(&self, hub: &Hub) {
         for (phase, count) in hub.count_by_phase() {
@@ -260,6 +288,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("ksvc_webhook_watch_synced 0"), "{text}");
+        assert!(
+            text.contains(r#"ksvc_webhook_watch_cached_objects{resource="revisions"} 0"#),
+            "{text}"
+        );
         for reason in Reason::ALL {
             let zero = format!(
                 "ksvc_webhook_drift_apps{{reason=\"{}\"}} 0",
@@ -273,11 +305,19 @@ mod tests {
         );
         metrics.synced.set(1);
         metrics.writes_in_flight.inc();
+        let ksvc = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "a", "namespace": "ns"}}),
+        );
+        metrics.refresh_cached(&Cache::from_objects(vec![ksvc.unwrap()], Vec::new()));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(text.contains("ksvc_webhook_watch_synced 1"), "{text}");
         assert!(
             text.contains("ksvc_webhook_watch_writes_in_flight 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"ksvc_webhook_watch_cached_objects{resource="services"} 1"#),
             "{text}"
         );
     }

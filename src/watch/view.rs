@@ -144,6 +144,16 @@ impl Stored {
     pub fn text(&self) -> &str {
         &self.0
     }
+
+    /// A 64-bit digest of the text, to tell a changed text from an unchanged one without
+    /// keeping a copy. Held in memory only, never persisted (std's hasher may change between
+    /// releases).
+    pub fn digest(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.0.hash(&mut hasher);
+        hasher.finish()
+    }
 }
 
 /// The parts of a Revision's `status` the loop reads.

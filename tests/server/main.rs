@@ -16,4 +16,6 @@ mod otlp;
 #[cfg(test)]
 mod requests;
 #[cfg(test)]
+mod scale;
+#[cfg(test)]
 mod watch_gate;

@@ -78,6 +78,15 @@ struct Inner {
     proxy_status: Option<u16>,
     /// Writes (PUT, DELETE) to these objects are held this long before they are handled.
     write_delays: HashMap<Key, std::time::Duration>,
+    /// Objects made on demand, never stored ([`FakeApi::generate`]).
+    generated: HashMap<String, Generated>,
+}
+
+/// `count` objects of one resource, the one of index `i` made by `make(i)` as JSON text.
+#[derive(Clone)]
+pub struct Generated {
+    pub count: usize,
+    pub make: Arc<dyn Fn(usize) -> String + Send + Sync>,
 }
 
 /// What a test stages just before a request is handled (another writer getting there first).
@@ -289,6 +298,19 @@ impl FakeApi {
     /// Refuse (503) new watch requests while `blocked`, as during an API server restart.
     pub fn block_watches(&self, blocked: bool) {
         self.inner.lock().unwrap().watches_blocked = blocked;
+    }
+
+    /// Serve `generated` as every object of `resource` in lists of every namespace, in pages
+    /// (`limit`, `continue`) as the API server does, made as each page is asked for: a scale
+    /// test's tens of thousands of apps cost the fake no memory. Never watched, got or written.
+    pub fn generate(&self, resource: &str, generated: Generated) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.generated.insert(resource.to_owned(), generated);
+    }
+
+    /// The generated objects of `resource`, if any.
+    pub(super) fn generated(&self, resource: &str) -> Option<Generated> {
+        self.inner.lock().unwrap().generated.get(resource).cloned()
     }
 
     /// Compact the history: a watch resuming from before now gets 410 Gone and must relist.

@@ -12,6 +12,7 @@ pub mod control_plane;
 pub mod fake_api;
 pub mod harness;
 pub mod helm;
+pub mod realistic;
 pub mod status_api;
 pub mod watched;
 

@@ -217,6 +217,9 @@ pub(super) async fn handle(
 }
 
 fn list(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
+    if let Some(generated) = fake.generated(&path.resource) {
+        return generated_page(fake, &generated, q);
+    }
     let inner = fake.inner.lock().unwrap();
     let items: Vec<Value> = inner
         .objects
@@ -231,6 +234,40 @@ fn list(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
     axum::Json(json!({"apiVersion": "v1", "kind": "List",
                       "metadata": {"resourceVersion": inner.rv.to_string()}, "items": items}))
     .into_response()
+}
+
+/// One page of generated objects: from the `continue` index, `limit` of them (all without).
+fn generated_page(
+    fake: &FakeApi,
+    generated: &super::Generated,
+    q: &HashMap<String, String>,
+) -> Response {
+    let rv = fake.inner.lock().unwrap().rv;
+    let from: usize = q.get("continue").and_then(|c| c.parse().ok()).unwrap_or(0);
+    let limit = q
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l: &usize| *l > 0);
+    let to = limit.map_or(generated.count, |l| (from + l).min(generated.count));
+    let mut body = String::with_capacity((to - from) * 8192 + 128);
+    body.push_str(r#"{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":""#);
+    body.push_str(&rv.to_string());
+    if to < generated.count {
+        body.push_str(r#"","continue":""#);
+        body.push_str(&to.to_string());
+    }
+    body.push_str(r#""},"items":["#);
+    for i in from..to {
+        if i > from {
+            body.push(',');
+        }
+        body.push_str(&(generated.make)(i));
+    }
+    body.push_str("]}");
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap()
 }
 
 fn watch_stream(

@@ -1,0 +1,224 @@
+//! The cost of a big cluster, measured on the real binary: `serve` as the Deployment runs it
+//! (one worker, mimalloc committing on demand) against the fake API server holding N realistic
+//! apps (a KService of about 6.9 KB as kubectl and the platform write it, two Revisions of about
+//! 4.7 KB; `support::realistic`), listed in pages of 500 as kube-apiserver serves them.
+//!
+//! Measures the resident memory per app at rest and at the peak of a forced re-list (the watch
+//! cut and its resourceVersion compacted away: 410, list again), the CPU of the re-list against
+//! the first list's, and admission's slowest answer meanwhile; prints them (the numbers of
+//! docs/performance.md). Asserts only memory, with room: the cache's cost per app, and a
+//! re-list holding one copy of it, not two. `KSVC_SCALE_APPS` sets N (20,000 by default; 50,000
+//! by hand).
+
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::Method;
+use serde_json::json;
+use support::fake_api::Generated;
+use support::harness::{self, KillOnDrop, review};
+use support::{FakeApi, realistic};
+
+use crate::cli::{BIN, certs, listen_addr, stdout_lines};
+
+const KIB: f64 = 1024.0;
+
+/// One `/proc/<pid>/status` field, in KiB.
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// User and system CPU time of a process so far, in seconds.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(") ").unwrap().1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // USER_HZ is 100 on every Linux the tests run on.
+    ticks as f64 / 100.0
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, Copy)]
+struct Measured {
+    rest_kib: u64,
+    relist_peak_kib: u64,
+    first_cpu: f64,
+    relist_cpu: f64,
+    slowest_review: Duration,
+}
+
+/// The lines the server printed, with when each arrived.
+type Lines = Arc<Mutex<Vec<(Instant, String)>>>;
+
+async fn line_after(lines: &Lines, after: Instant, needle: &str) {
+    let seen = harness::eventually(30_000, || async {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(at, l)| *at >= after && l.contains(needle))
+    })
+    .await;
+    assert!(seen, "serve never said {needle:?}");
+}
+
+/// The instant the fake answered the last page of the `nth` complete list of `resource`.
+fn listed(fake: &FakeApi, resource: &str, pages: usize, nth: usize) -> Option<Instant> {
+    let lists: Vec<_> = fake
+        .requests_to(Method::GET, resource)
+        .into_iter()
+        .filter(|r| r.name.is_none() && !r.query.contains_key("watch"))
+        .collect();
+    lists.get(nth * pages - 1).map(|r| r.at)
+}
+
+/// Seed `n` apps, start `serve`, wait for its sync, force a re-list and measure.
+async fn run(n: usize) -> Measured {
+    let fake = FakeApi::start().await;
+    let make_ksvc = Arc::new(realistic::kservice);
+    fake.generate(
+        "services",
+        Generated {
+            count: n,
+            make: make_ksvc,
+        },
+    );
+    fake.generate(
+        "revisions",
+        Generated {
+            count: 2 * n,
+            make: Arc::new(|j| realistic::revision(j / 2, j % 2 + 1)),
+        },
+    );
+    // A resourceVersion above 0, so a watch from it can be told it is too old.
+    let namespace =
+        |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    fake.put("namespaces", namespace("team-0"));
+    let dir = tempfile::tempdir().unwrap();
+    let tls = certs(dir.path());
+    let ca = std::fs::read_to_string(tls.join("ca.crt")).unwrap();
+    let child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--self-managed-certs=false",
+            "--workers",
+            "1",
+        ])
+        .arg("--tls-dir")
+        .arg(&tls)
+        .arg("--kubeconfig")
+        .arg(fake.kubeconfig(dir.path()))
+        .env("RUST_LOG", "info")
+        .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(Some(child));
+    let pid = child.get().id();
+    let mut out = stdout_lines(&mut child);
+    let addr = listen_addr(&mut out);
+    let lines: Lines = Arc::default();
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for line in out.map_while(Result::ok) {
+            sink.lock().unwrap().push((Instant::now(), line));
+        }
+    });
+    let start = Instant::now();
+    line_after(&lines, start, "app cache synced").await;
+    let first_cpu = cpu_secs(pid);
+    let rest_kib = status_kib(pid, "VmRSS:");
+
+    // Admission answers meanwhile: one review every 50 ms, the slowest kept.
+    let slowest = Arc::new(Mutex::new(Duration::ZERO));
+    let probing = {
+        let slowest = slowest.clone();
+        let mut conn = harness::connect(addr, &ca, &[b"http/1.1"]).await.unwrap();
+        tokio::spawn(async move {
+            for i in 0.. {
+                let sent = review(&format!("scale-{i}"), 10);
+                let asked = Instant::now();
+                let (status, body) = conn.review(sent.clone()).await.unwrap();
+                harness::assert_answer(&format!("scale-{i}"), &sent, status, &body);
+                let took = asked.elapsed();
+                {
+                    let mut s = slowest.lock().unwrap();
+                    *s = (*s).max(took);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+
+    // The peak from here on: the re-list's.
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let before = cpu_secs(pid);
+    let forced = Instant::now();
+    fake.put("namespaces", namespace("moved-on"));
+    fake.compact();
+    fake.disconnect_watches();
+    let pages = |count: usize| count.div_ceil(500).max(1);
+    let both = harness::eventually(30_000, || async {
+        listed(&fake, "services", pages(n), 2).is_some()
+            && listed(&fake, "revisions", pages(2 * n), 2).is_some()
+    })
+    .await;
+    assert!(both, "serve never listed again");
+    let last = listed(&fake, "services", pages(n), 2)
+        .max(listed(&fake, "revisions", pages(2 * n), 2))
+        .unwrap();
+    line_after(&lines, last.max(forced), "app cache listed again").await;
+    let relist_cpu = cpu_secs(pid) - before;
+    let relist_peak_kib = status_kib(pid, "VmHWM:");
+    probing.abort();
+    let slowest_review = *slowest.lock().unwrap();
+    Measured {
+        rest_kib,
+        relist_peak_kib,
+        first_cpu,
+        relist_cpu,
+        slowest_review,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_cluster_costs_a_few_kib_per_app_and_a_relist_holds_one_copy() {
+    let n: usize = std::env::var("KSVC_SCALE_APPS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(20_000);
+    let empty = run(0).await;
+    let full = run(n).await;
+    let per_app = |kib: u64| (kib.saturating_sub(empty.rest_kib)) as f64 * KIB / n as f64;
+    let rest = per_app(full.rest_kib);
+    let peak = per_app(full.relist_peak_kib);
+    eprintln!(
+        "scale: {n} apps: RSS {} MiB at rest ({} MiB with none), {rest:.0} B/app; re-list peak {} MiB, \
+         {peak:.0} B/app ({:.2}x); CPU first list {:.2} s (with start), re-list {:.2} s; slowest review {:?} \
+         (none: {:?})",
+        full.rest_kib >> 10,
+        empty.rest_kib >> 10,
+        full.relist_peak_kib >> 10,
+        peak / rest,
+        full.first_cpu,
+        full.relist_cpu,
+        full.slowest_review,
+        empty.slowest_review,
+    );
+    // Measured 13.6 KiB at 20,000 (docs/performance.md); the bound keeps a sixth for noise.
+    assert!(rest <= 16.0 * KIB, "{rest:.0} B per app at rest");
+    assert!(
+        peak <= 1.3 * rest + 1.0 * KIB,
+        "a re-list peaks at {peak:.0} B per app against {rest:.0} B at rest: two copies?"
+    );
+}
