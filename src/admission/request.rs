@@ -118,6 +118,9 @@ pub enum Reader {
     SerdeJson,
 }
 
+/// The longest `request.uid` accepted (Kubernetes uids are 36 bytes).
+pub const MAX_UID: usize = 128;
+
 /// Decode an AdmissionReview and check it is one this webhook answers.
 pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
     decode_with(body, Reader::Skim)
@@ -179,6 +182,13 @@ pub fn decode_with(body: &[u8], reader: Reader) -> Result<Request<'_>, ReviewErr
     let uid = text(&request, "request", "uid")?.unwrap_or_default();
     if uid.is_empty() {
         return Err(ReviewError::Decode("request.uid is missing".into()));
+    }
+    // Echoed in the answer and logged: kube-apiserver's uids are 36 bytes.
+    if uid.len() > MAX_UID {
+        return Err(ReviewError::Decode(format!(
+            "request.uid is {} bytes, more than {MAX_UID}; kube-apiserver sends 36",
+            uid.len()
+        )));
     }
     let mut object_at = |key: &str| {
         request

@@ -8,7 +8,7 @@ use crate::json::Node;
 use crate::admission::ksvc;
 use crate::admission::naming::{self, DomainTemplate};
 use crate::admission::stop;
-use crate::admission::violation::{Operation, Violation, violation};
+use crate::admission::violation::{Operation, Violation, quoted, violation};
 use crate::keys;
 
 /// What the rules look at.
@@ -121,7 +121,7 @@ fn names(input: &Input, out: &mut Vec<Violation>) {
             out.push(violation(
                 "name",
                 "metadata.name",
-                format!("{name:?} is not a DNS-1035 label: it {problem}"),
+                format!("{} is not a DNS-1035 label: it {problem}", quoted(name)),
                 "use at most 63 lower-case letters, digits and '-', starting with a letter",
             ));
             return;
@@ -131,7 +131,10 @@ fn names(input: &Input, out: &mut Vec<Violation>) {
             out.push(violation(
                 "generate-name",
                 "metadata.generateName",
-                format!("{generate:?} is not a DNS-1035 prefix: it {problem}"),
+                format!(
+                    "{} is not a DNS-1035 prefix: it {problem}",
+                    quoted(generate)
+                ),
                 "use at most 58 lower-case letters, digits and '-', starting with a letter",
             ));
             return;
@@ -160,7 +163,7 @@ fn route_host(input: &Input, out: &mut Vec<Violation>) {
         out.push(violation(
             "route-host",
             "metadata.name",
-            format!("{name:?} in namespace {:?} {problem}", input.namespace),
+            format!("{} in namespace {} {problem}", quoted(&name), quoted(input.namespace)),
             "shorten the name (or the namespace) so every DNS label of the host has at most 63 characters",
         ));
     }
@@ -198,7 +201,7 @@ fn identity(input: &Input, out: &mut Vec<Violation>) {
             out.push(violation(
                 "identity-value",
                 format!("metadata.labels[{key}]"),
-                format!("{value:?} {problem}"),
+                format!("{} {problem}", quoted(value)),
                 "use a valid label value: at most 63 letters, digits, '-', '_' or '.'",
             ));
         }
@@ -224,7 +227,7 @@ fn identity(input: &Input, out: &mut Vec<Violation>) {
 }
 
 fn shown(value: Option<&str>) -> String {
-    value.map_or_else(|| "absent".to_string(), |v| format!("{v:?}"))
+    value.map_or_else(|| "absent".to_string(), quoted)
 }
 
 fn managed_name(input: &Input, id: &ksvc::Identity, out: &mut Vec<Violation>) {
@@ -244,7 +247,8 @@ fn managed_name(input: &Input, id: &ksvc::Identity, out: &mut Vec<Violation>) {
             "identity-name",
             "metadata.name",
             format!(
-                "is {name:?} but app {} must be named {:?}",
+                "is {} but app {} must be named {:?}",
+                quoted(name),
                 id.app_id(),
                 want.name
             ),
@@ -264,7 +268,7 @@ fn stopped_label(doc: &Node, out: &mut Vec<Violation>) {
         out.push(violation(
             "stopped-value",
             format!("metadata.labels[{}]", keys::LABEL_APP_STOPPED),
-            format!("is {value:?}"),
+            format!("is {}", quoted(value)),
             "use \"true\" to stop the app or \"false\" to run it",
         ));
     }

@@ -1,6 +1,10 @@
 //! PURE: what a broken rule says — [`Violation`] (where, what is wrong, how to fix it) and the
 //! [`Operation`] a rule is judged under. Shared by the rules of [`super::validate`], the stop
 //! record's rules in [`super::stop`] and the sidecar checks; holds no rule itself.
+//!
+//! What a violation says is bounded, whatever the object holds: a user's value is quoted with
+//! [`quoted`] (escaped, cut to [`QUOTED`] bytes with its length), and each part of a violation is
+//! cut to [`PART`] bytes, so a denial never echoes a megabyte label back.
 
 use std::fmt;
 
@@ -23,7 +27,12 @@ impl fmt::Display for Violation {
     }
 }
 
-/// A violation of `rule` at `path`: what is wrong, and how to fix it.
+/// Most bytes of a user's value a violation quotes.
+pub const QUOTED: usize = 64;
+/// Most bytes of a violation's path, problem or fix.
+pub const PART: usize = 1024;
+
+/// A violation of `rule` at `path`: what is wrong, and how to fix it (each cut to [`PART`]).
 pub(crate) fn violation(
     rule: &'static str,
     path: impl Into<String>,
@@ -32,10 +41,40 @@ pub(crate) fn violation(
 ) -> Violation {
     Violation {
         rule,
-        path: path.into(),
-        problem: problem.into(),
-        fix: fix.into(),
+        path: cut(path.into(), PART),
+        problem: cut(problem.into(), PART),
+        fix: cut(fix.into(), PART),
     }
+}
+
+/// `value` quoted and escaped as Rust's `{:?}` writes it, cut to [`QUOTED`] bytes of the value
+/// with its length said when cut: `"abc…" (7340032 bytes)`.
+pub fn quoted(value: &str) -> String {
+    if value.len() <= QUOTED {
+        return format!("{value:?}");
+    }
+    let head = &value[..floor_char_boundary(value, QUOTED)];
+    let escaped = format!("{head:?}");
+    let open = escaped.strip_suffix('"').unwrap_or(&escaped);
+    format!("{open}…\" ({} bytes)", value.len())
+}
+
+/// `text` cut to at most `most` bytes (and a mark of the cut), at a character boundary.
+fn cut(mut text: String, most: usize) -> String {
+    if text.len() > most {
+        let all = text.len();
+        text.truncate(floor_char_boundary(&text, most));
+        text.push_str(&format!("… (cut from {all} bytes)"));
+    }
+    text
+}
+
+/// The largest character boundary of `text` at or below `at`.
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    (0..=at.min(text.len()))
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0)
 }
 
 /// Whether the request creates or updates the object.
@@ -43,4 +82,25 @@ pub(crate) fn violation(
 pub enum Operation {
     Create,
     Update,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_values_are_quoted_escaped_and_cut() {
+        assert_eq!(quoted("a\"b\nc"), r#""a\"b\nc""#);
+        let long = format!("é{}", "x".repeat(100));
+        let q = quoted(&long);
+        assert!(q.starts_with("\"éxxx"), "{q}");
+        assert!(q.ends_with("…\" (102 bytes)"), "{q}");
+        assert!(q.len() < QUOTED + 24, "{q}");
+        let v = violation("r", "p", "y".repeat(5 * PART), "fix");
+        assert!(v.problem.len() < PART + 40, "{}", v.problem.len());
+        assert!(
+            v.problem
+                .ends_with(&format!("(cut from {} bytes)", 5 * PART))
+        );
+    }
 }

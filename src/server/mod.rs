@@ -224,6 +224,7 @@ impl Server {
             revision_owners: self.revision_owners,
             budget,
             request_timeout: limits.request_timeout,
+            clock: activity::Clock::start(),
             stopping: shutdown.stopping(),
             review_spans: self.review_spans,
         };

@@ -12,15 +12,17 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::future::BoxFuture;
 
-pub use super::body::BODY_LIMIT;
+use super::activity::{Clock, Peer};
 use super::body::{self, Error as BodyError};
-use super::budget::BodyBudget;
+pub use super::body::{BODY_LIMIT, FIRST_BYTE, STALL};
+use super::budget::{BodyBudget, Reservation};
 use super::metrics::{Exposition, Metrics, Outcome};
 use super::readiness::{Readiness, Status};
 use super::shutdown::Stopping;
@@ -49,6 +51,8 @@ pub struct AppState {
     pub budget: Arc<BodyBudget>,
     /// How long an admission request may take to arrive (`--request-timeout`).
     pub request_timeout: Duration,
+    /// The budget's clock.
+    pub clock: Clock,
     /// Resolves once the server stops accepting; handed to every request of the TLS router as
     /// an extension, so that long-lived answers (`/apps/watch`) end then.
     pub stopping: Stopping,
@@ -151,14 +155,25 @@ async fn read_and_decide(
             "Content-Type must be application/json",
         );
     }
-    match body::read(request.into_body(), &state.budget, deadline).await {
-        // The reservation is released once the answer is built.
-        Ok(body) => decide(state, &body.bytes, started, trace, span, review),
+    let peer = request.extensions().get::<Peer>().cloned();
+    let read = body::read(
+        request.into_body(),
+        &state.budget,
+        state.clock,
+        deadline,
+        peer.as_ref(),
+    );
+    match read.await {
+        Ok(body) => decide(state, body, started, trace, span, review),
         Err(refused) => {
             let (status, outcome) = match refused {
                 BodyError::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::TooLarge),
-                BodyError::OverBudget(_) => (StatusCode::SERVICE_UNAVAILABLE, Outcome::OverBudget),
-                BodyError::TimedOut => (StatusCode::REQUEST_TIMEOUT, Outcome::TimedOut),
+                BodyError::OverBudget(_) | BodyError::Cut => {
+                    (StatusCode::SERVICE_UNAVAILABLE, Outcome::OverBudget)
+                }
+                BodyError::TimedOut | BodyError::TooSlow => {
+                    (StatusCode::REQUEST_TIMEOUT, Outcome::TimedOut)
+                }
                 BodyError::Unreadable => (StatusCode::BAD_REQUEST, Outcome::Invalid),
             };
             state.metrics.observe("", outcome, seconds(started));
@@ -173,17 +188,35 @@ async fn read_and_decide(
     }
 }
 
+/// An answer's bytes, holding the request body's place in the budget (grown to the answer's
+/// size if larger) until they are written and dropped.
+struct Answer {
+    body: Vec<u8>,
+    _held: Reservation,
+}
+
+impl AsRef<[u8]> for Answer {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
 /// Run `review` on `body` and answer; a panic in the core is a bug, answered 400, not 500.
 fn decide(
     state: &AppState,
-    body: &[u8],
+    body: body::Read,
     started: Instant,
     trace: Option<TraceContext>,
     span: &tracing::Span,
     review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
 ) -> Response {
     let policy = state.policy.load();
-    let decided = std::panic::catch_unwind(AssertUnwindSafe(|| review(body, &policy)));
+    let body::Read {
+        bytes,
+        mut reservation,
+    } = body;
+    let decided = std::panic::catch_unwind(AssertUnwindSafe(|| review(&bytes, &policy)));
+    drop(bytes);
     let elapsed = seconds(started);
     match decided {
         Ok(Ok(reviewed)) => {
@@ -206,7 +239,15 @@ fn decide(
                 tracing::error!(uid = ?s.uid, ?failure, "admission refused: the webhook failed inside");
             }
             let json = HeaderValue::from_static("application/json");
-            ([(header::CONTENT_TYPE, json)], reviewed.body).into_response()
+            // Best effort: the decision is made, the answer goes out either way.
+            let now = state.clock.now_ms();
+            let _ = reservation.grow_to(reviewed.body.len(), now);
+            reservation.read_whole();
+            let answer = Answer {
+                body: reviewed.body,
+                _held: reservation,
+            };
+            ([(header::CONTENT_TYPE, json)], Bytes::from_owner(answer)).into_response()
         }
         Ok(Err(err)) => {
             state.metrics.observe("", Outcome::Invalid, elapsed);
@@ -307,6 +348,7 @@ mod tests {
             revision_owners: None,
             budget: BodyBudget::new(BODY_LIMIT, 0, Default::default()),
             request_timeout: Duration::from_secs(10),
+            clock: Clock::start(),
             stopping: super::super::Shutdown::new(Readiness::default()).stopping(),
             review_spans: false,
         };

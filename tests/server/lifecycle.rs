@@ -141,12 +141,30 @@ async fn shutdown_fails_readiness_drains_and_finishes_requests_in_flight() {
     )
     .await;
 
-    // An admission request whose body is only half sent.
+    // An admission request whose body is still arriving: whitespace (valid before JSON), at a
+    // pace the server accepts (fast at first, then never pausing for 2 s), until `finish` says
+    // to send the review itself.
     let mut partial = harness::h1(&server).await;
     let (mut tx, body) = Channel::<Bytes, std::convert::Infallible>::new(4);
     let sent = review("in-flight", 1000);
-    let (head, tail) = sent.split_at(sent.len() / 2);
-    tx.send_data(Bytes::copy_from_slice(head)).await.unwrap();
+    let (finish, mut finished_sending) = tokio::sync::oneshot::channel::<()>();
+    let feeder = tokio::spawn({
+        let sent = sent.clone();
+        async move {
+            tx.send_data(Bytes::from(vec![b' '; 512 * 1024]))
+                .await
+                .unwrap();
+            loop {
+                tokio::select! {
+                    _ = &mut finished_sending => break,
+                    () = tokio::time::sleep(Duration::from_millis(300)) => {
+                        tx.send_data(Bytes::from_static(b" ")).await.unwrap();
+                    }
+                }
+            }
+            tx.send_data(Bytes::from(sent)).await.unwrap();
+        }
+    });
     let admission = tokio::spawn(async move {
         partial
             .send(mutate_request("application/json", body.boxed()))
@@ -180,8 +198,8 @@ async fn shutdown_fails_readiness_drains_and_finishes_requests_in_flight() {
     })
     .await;
     assert!(closed, "the listener never closed");
-    tx.send_data(Bytes::copy_from_slice(tail)).await.unwrap();
-    drop(tx);
+    finish.send(()).unwrap();
+    feeder.await.unwrap();
     release.add_permits(4);
     let (status, body) = admission.await.unwrap().unwrap();
     harness::assert_answer("in-flight", &sent, status, &body);

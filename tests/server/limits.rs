@@ -52,20 +52,23 @@ async fn a_body_over_the_budget_gets_503_at_once_and_small_reviews_still_pass() 
         |_| {},
     )
     .await;
-    // One large body held, half sent.
+    // One large body held: 5 MiB sent at once, the rest slowly, so it is never cut for
+    // another (it holds its whole declared length after the first 4 MiB).
     let mut holder = harness::h1(&server).await;
-    let (mut tx, request) = declared(BODY_LIMIT);
-    tx.send_data(Bytes::from(vec![b' '; 1 << 20]))
-        .await
-        .unwrap();
+    let (tx, request) = declared(BODY_LIMIT);
+    let feeder = tokio::spawn(feed(tx, 5 << 20));
     let held = tokio::spawn(async move { holder.send(request).await });
     let s = &server;
     let reserved = "ksvc_webhook_admission_body_bytes ";
     let held_all = || async { value(s, reserved).await == Some(BODY_LIMIT as f64) };
     assert!(harness::eventually(500, held_all).await);
 
-    // A second one does not fit: refused before anything of it is read.
-    let (_tx, request) = declared(BODY_LIMIT);
+    // A second one does not fit: refused as soon as its bytes pass what is left (5 MiB).
+    let request = hyper::Request::post("/mutate")
+        .header("host", SERVER_NAME)
+        .header("content-type", "application/json")
+        .body(harness::full(vec![b' '; BODY_LIMIT]))
+        .unwrap();
     let started = Instant::now();
     let (status, headers, body) = harness::h1(&server).await.exchange(request).await.unwrap();
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body:?}");
@@ -87,8 +90,21 @@ async fn a_body_over_the_budget_gets_503_at_once_and_small_reviews_still_pass() 
     let refused =
         r#"ksvc_webhook_admission_requests_total{operation="unknown",result="over_budget"}"#;
     assert_eq!(value(&server, refused).await, Some(1.0));
-    drop(tx);
-    drop(held);
+    feeder.abort();
+    held.abort();
+}
+
+/// Send `fast` bytes of body at once, then 64 KiB every 200 ms: slow, never paused, and all but
+/// the last byte of a 7 MiB body.
+async fn feed(mut tx: Sender<Bytes>, fast: usize) {
+    let chunk = Bytes::from(vec![b' '; 64 * 1024]);
+    for i in 0..(BODY_LIMIT / chunk.len() - 1) {
+        tx.send_data(chunk.clone()).await.unwrap();
+        if i * chunk.len() >= fast {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 /// The `/metrics` line starting with `prefix`, from the plain listener (the TLS one may be
@@ -177,4 +193,82 @@ async fn a_full_listener_closes_a_waiting_connection_and_refuses_only_when_all_a
     }
     let reopened = harness::eventually(200, || async { open(5).await.is_ok() }).await;
     assert!(reopened, "the freed place was never given again");
+}
+
+/// Send a `/mutate` request declaring `declared` bytes and then `sent` bytes of body in full,
+/// without `Expect: 100-continue`, before reading anything, as Python's `http.client` does;
+/// then read the answer's status code (`Err`: the client saw a reset or a closed connection).
+async fn send_then_read(server: &Running, declared: usize, sent: usize) -> std::io::Result<u16> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let config = harness::client_config(&server.pki.ca.cert_pem, &[b"http/1.1"]);
+    let tcp = tokio::net::TcpStream::connect(server.addr).await?;
+    let name = rustls::pki_types::ServerName::try_from(SERVER_NAME).unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await?;
+    let head = format!(
+        "POST /mutate HTTP/1.1\r\nhost: {SERVER_NAME}\r\ncontent-type: application/json\r\n\
+         content-length: {declared}\r\n\r\n"
+    );
+    tls.write_all(head.as_bytes()).await?;
+    let chunk = vec![b' '; 64 * 1024];
+    let mut left = sent;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        tls.write_all(&chunk[..n]).await?;
+        left -= n;
+    }
+    tls.flush().await?;
+    let mut answer = Vec::new();
+    tls.read_to_end(&mut answer).await?;
+    let status = answer.get(9..12).and_then(|s| std::str::from_utf8(s).ok());
+    status
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(String::from_utf8_lossy(&answer).into_owned()))
+}
+
+/// Issue 33, item 2: an answer sent before the body is read whole (413 for a body over the
+/// limit, 503 when the budget is full) reaches a client that sends its whole body before it
+/// reads, as Go's and Python's do: the server shuts its side and reads what still comes for a
+/// moment instead of closing at once, which the client would read as a reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_answer_reaches_a_client_that_sends_its_whole_body_first() {
+    // 8 MiB of budget, none of it reserved: one body of 7 MiB fills it.
+    let server = harness::start(
+        |o| {
+            o.limits.body_budget = 8 << 20;
+            o.limits.small_body_reserve = 0;
+            o.limits.request_timeout = Duration::from_secs(60);
+        },
+        |_| {},
+    )
+    .await;
+    let mut tally = std::collections::BTreeMap::new();
+    for _ in 0..20 {
+        let status = send_then_read(&server, 8 << 20, 8 << 20).await;
+        *tally.entry(format!("{status:?}")).or_insert(0) += 1;
+    }
+    assert_eq!(tally.get("Ok(413)"), Some(&20), "{tally:?}");
+
+    // A body kept arriving, slowly, holds the budget: it is never cut for a newcomer.
+    let mut holder = harness::h1(&server).await;
+    let (tx, request) = declared(BODY_LIMIT);
+    let feeder = tokio::spawn(feed(tx, 9 << 19));
+    let held = tokio::spawn(async move { holder.send(request).await });
+    let s = &server;
+    let reserved = "ksvc_webhook_admission_body_bytes ";
+    let held_all = || async { value(s, reserved).await == Some(BODY_LIMIT as f64) };
+    assert!(harness::eventually(500, held_all).await);
+    let mut tally = std::collections::BTreeMap::new();
+    for _ in 0..20 {
+        let status = send_then_read(&server, BODY_LIMIT, BODY_LIMIT).await;
+        *tally.entry(format!("{status:?}")).or_insert(0) += 1;
+    }
+    assert!(
+        !feeder.is_finished(),
+        "the holder finished before the newcomers did"
+    );
+    assert_eq!(tally.get("Ok(503)"), Some(&20), "{tally:?}");
+    feeder.abort();
+    held.abort();
 }

@@ -1,11 +1,16 @@
-//! Admission under hostile load, against the built binary: stalled uploads over
-//! HTTP/1.1 and HTTP/2 ([`uploads`]), every connection slot held by four pods ([`slots`]),
-//! SIGTERM while streams and uploads are open ([`shutdown`]), and a one-minute soak of every attack at once ([`soak`], `#[ignore]`: `make soak`). Memory is
-//! read from /proc and checked against the arithmetic of docs/reliability.md; times are bounds,
-//! not measurements.
+//! Admission under hostile load, against the built binary: stalled uploads over HTTP/1.1 and
+//! HTTP/2 ([`uploads`]), every connection slot held by four pods ([`slots`]), the byte budget
+//! claimed by requests that send no body byte ([`budget`]), answers nobody reads ([`answers`]),
+//! SIGTERM while streams and uploads are open ([`shutdown`]), and a one-minute soak of every
+//! attack at once ([`soak`], `#[ignore]`: `make soak`). Memory is read from /proc and checked
+//! against the arithmetic of docs/reliability.md; times are bounds, not measurements.
 
 #[cfg(test)]
+mod answers;
+#[cfg(test)]
 mod attack;
+#[cfg(test)]
+mod budget;
 #[cfg(test)]
 mod conns;
 #[cfg(test)]

@@ -1,0 +1,129 @@
+//! Issue 28, row 5: answers are bounded too. A review whose uid is megabytes long is refused
+//! with a short 400 (the uid is never echoed), and a denial quotes a megabyte label cut to 64
+//! bytes, once per violation. Sixteen such reviews sent by a pod that never reads the answers
+//! leave the resident memory under the arithmetic's bound, and kube-apiserver's reviews on fresh
+//! connections are answered 200 within 2 s meanwhile.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hyper::StatusCode;
+use serde_json::json;
+use tokio::io::AsyncWriteExt as _;
+
+use super::attack::{self, Answered};
+use super::served::{DEPLOYMENT, Served, mib};
+use support::harness::{self, SERVER_NAME};
+
+/// A 6 MiB uid on a well-formed review.
+fn long_uid() -> Vec<u8> {
+    let uid = "u".repeat(6 << 20);
+    harness::review(&uid, 10)
+}
+
+/// An UPDATE that changes the project label of a managed app from one 3 MiB value to another:
+/// two violations (the value, the change) that would each quote it.
+fn long_label() -> Vec<u8> {
+    let object = |value: String| {
+        json!({"apiVersion": "serving.knative.dev/v1", "kind": "Service",
+               "metadata": {"name": "app", "namespace": "apps",
+                            "labels": {"flyte.org/project": value, "flyte.org/domain": "dev",
+                                       "flyte.org/app-name": "app"}},
+               "spec": {"template": {"spec": {"containers": [{"image": "registry.example/a:1"}]}}}})
+    };
+    let gvk = json!({"group": "serving.knative.dev", "version": "v1", "kind": "Service"});
+    let gvr = json!({"group": "serving.knative.dev", "version": "v1", "resource": "services"});
+    serde_json::to_vec(
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "long-label", "kind": gvk, "resource": gvr, "requestKind": gvk,
+            "requestResource": gvr, "name": "app", "namespace": "apps", "operation": "UPDATE",
+            "userInfo": {"username": "tenant"}, "dryRun": false,
+            "object": object("b".repeat(3 << 20)), "oldObject": object("a".repeat(3 << 20))}}),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_stay_small_whatever_the_review_holds() {
+    let served = Served::start(DEPLOYMENT, None);
+    let mut conn = served.h1().await;
+    let (status, body) = conn.review(long_uid()).await.unwrap();
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert!(body.len() < 1024, "{} bytes", body.len());
+    assert!(text.contains("request.uid is 6291456 bytes"), "{text}");
+
+    let (status, body) = served.h1().await.review(long_label()).await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answer["response"]["allowed"], false);
+    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert!(body.len() < 8 * 1024, "{} bytes: {message}", body.len());
+    assert!(message.contains("(3145728 bytes)"), "{message}");
+    assert!(message.contains("\"bbbb"), "{message}");
+    println!(
+        "a 6 MiB uid: 400 of {} bytes; a 3 MiB label changed: {} bytes of answer",
+        text.len(),
+        body.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_nobody_reads_hold_no_memory() {
+    let served = Arc::new(Served::start(DEPLOYMENT, None));
+    assert!(
+        attack::one_review(&mut served.h1().await, "warm-up")
+            .await
+            .is_some()
+    );
+    let baseline = served.memory("VmRSS");
+    let end = Instant::now() + Duration::from_secs(6);
+    let bodies = [Arc::new(long_uid()), Arc::new(long_label())];
+    let attackers: Vec<_> = (0..16)
+        .map(|i| {
+            let (served, body) = (served.clone(), bodies[i % 2].clone());
+            tokio::spawn(async move {
+                // Send, never read, hold the connection; again when the server closes it.
+                while Instant::now() < end {
+                    let from = attack::attacker(i);
+                    let Ok(mut tls) = attack::tls_from(&served, from).await else {
+                        continue;
+                    };
+                    let head = format!(
+                        "POST /mutate HTTP/1.1\r\nhost: {SERVER_NAME}\r\n\
+                         content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    let sent = async {
+                        tls.write_all(head.as_bytes()).await?;
+                        tls.write_all(&body).await?;
+                        tls.flush().await
+                    };
+                    if sent.await.is_err() {
+                        continue;
+                    }
+                    let until = tokio::time::Instant::from_std(end);
+                    tokio::time::sleep_until(until).await;
+                }
+            })
+        })
+        .collect();
+    let reviews: Answered = attack::fresh_reviews(&served, end).await;
+    for task in attackers {
+        task.abort();
+    }
+    let peak = served.memory("VmHWM");
+    let bound = baseline + served.arithmetic().admission();
+    println!(
+        "16 answers never read: reviews {}/{} answered within 2 s (slowest {:.0} ms); RSS {:.1} \
+         MiB idle, peak {:.1} MiB, bound {:.1} MiB",
+        reviews.ok,
+        reviews.total,
+        reviews.slowest.as_secs_f64() * 1e3,
+        mib(baseline),
+        mib(peak),
+        mib(bound),
+    );
+    reviews.assert_kept("answers never read");
+    assert!(peak <= bound, "peak {peak} over the bound {bound}");
+}
