@@ -45,10 +45,14 @@ impl Webhook {
             true => "Ignore",
             false => "Fail",
         };
-        eventually(&format!("the webhook's failurePolicy is {want}"), 60, || {
-            let config = plane.get_json(&["mutatingwebhookconfiguration", MUTATING]);
-            (config["webhooks"][0]["failurePolicy"] == want).then_some(())
-        });
+        eventually(
+            &format!("the webhook's failurePolicy is {want}"),
+            60,
+            || {
+                let config = plane.get_json(&["mutatingwebhookconfiguration", MUTATING]);
+                (config["webhooks"][0]["failurePolicy"] == want).then_some(())
+            },
+        );
         webhook
     }
 
