@@ -95,6 +95,12 @@ fn runtime(workers: Option<NonZeroUsize>) -> anyhow::Result<tokio::runtime::Runt
         .context("cannot start the async runtime")
 }
 
+/// The memory limit of this process's cgroup (v2 `memory.max`; `max` when there is none).
+async fn cgroup_memory_max() -> Option<u64> {
+    let text = tokio::fs::read_to_string("/sys/fs/cgroup/memory.max").await;
+    text.ok()?.trim().parse().ok()
+}
+
 /// The server options the flags describe.
 pub fn options(args: &ServeArgs) -> server::Options {
     let certs = match &args.tls_dir {
@@ -189,6 +195,16 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
         memory_bound_mib = memory.total() >> 20,
         "serving admission reviews"
     );
+    if let Some(max) = cgroup_memory_max().await
+        && memory.total() > max
+    {
+        tracing::warn!(
+            memory_bound_mib = memory.total() >> 20,
+            memory_max_mib = max >> 20,
+            "the memory these flags allow is above the container's memory limit: lower \
+             --body-budget or --max-connections, or raise the limit (docs/reliability.md)"
+        );
+    }
     let shutdown = bound.shutdown_handle();
     let mut stopping = shutdown.stopping();
     tokio::spawn(async move {

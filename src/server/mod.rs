@@ -225,6 +225,7 @@ impl Server {
             budget,
             request_timeout: limits.request_timeout,
             clock: activity::Clock::start(),
+            deciders: Arc::new(tokio::sync::Semaphore::new(routes::DECIDERS)),
             stopping: shutdown.stopping(),
             review_spans: self.review_spans,
         };

@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::future::BoxFuture;
+use tokio::sync::Semaphore;
 
 use super::activity::{Clock, Peer};
 use super::body::{self, Error as BodyError};
@@ -31,6 +32,12 @@ use crate::admission::guard::{self, Owner, OwnerView};
 use crate::admission::{self, Policy};
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Bodies up to this size are decided on the request's own task (they take well under a
+/// millisecond); larger ones on the blocking pool.
+pub const INLINE_BODY: usize = 64 * 1024;
+/// Large bodies decided at once; the others wait for a permit.
+pub const DECIDERS: usize = 2;
 
 /// What a client over the byte budget is told to wait before retrying, in seconds.
 const RETRY_AFTER_SECS: &str = "1";
@@ -53,6 +60,8 @@ pub struct AppState {
     pub request_timeout: Duration,
     /// The budget's clock.
     pub clock: Clock,
+    /// Permits to decide a large body ([`DECIDERS`]).
+    pub deciders: Arc<Semaphore>,
     /// Resolves once the server stops accepting; handed to every request of the TLS router as
     /// an extension, so that long-lived answers (`/apps/watch`) end then.
     pub stopping: Stopping,
@@ -117,7 +126,9 @@ async fn answer(
     state: &AppState,
     route: &'static str,
     request: Request,
-    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>
+    + Send
+    + 'static,
 ) -> Response {
     let started = Instant::now();
     let traceparent = request
@@ -143,7 +154,9 @@ async fn read_and_decide(
     started: Instant,
     trace: Option<TraceContext<'_>>,
     span: &tracing::Span,
-    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>
+    + Send
+    + 'static,
 ) -> Response {
     let deadline = tokio::time::Instant::now() + state.request_timeout;
     if !is_json(request.headers().get(header::CONTENT_TYPE)) {
@@ -164,7 +177,7 @@ async fn read_and_decide(
         peer.as_ref(),
     );
     match read.await {
-        Ok(body) => decide(state, body, started, trace, span, review),
+        Ok(body) => decide(state, body, started, trace, span, review).await,
         Err(refused) => {
             let (status, outcome) = match refused {
                 BodyError::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::TooLarge),
@@ -202,21 +215,36 @@ impl AsRef<[u8]> for Answer {
 }
 
 /// Run `review` on `body` and answer; a panic in the core is a bug, answered 400, not 500.
-fn decide(
+/// A body over [`INLINE_BODY`] is decided on the blocking pool, [`DECIDERS`] at a time, so that
+/// probes, the status API and small reviews never wait behind a large one.
+async fn decide(
     state: &AppState,
     body: body::Read,
     started: Instant,
-    trace: Option<TraceContext>,
+    trace: Option<TraceContext<'_>>,
     span: &tracing::Span,
-    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>,
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>
+    + Send
+    + 'static,
 ) -> Response {
-    let policy = state.policy.load();
+    let policy = state.policy.load_full();
     let body::Read {
         bytes,
         mut reservation,
     } = body;
-    let decided = std::panic::catch_unwind(AssertUnwindSafe(|| review(&bytes, &policy)));
-    drop(bytes);
+    let decided = match bytes.len() <= INLINE_BODY {
+        true => decide_now(review, &bytes, &policy),
+        false => {
+            let permit = state.deciders.clone().acquire_owned().await;
+            let decided = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                decide_now(review, &bytes, &policy)
+            });
+            decided
+                .await
+                .unwrap_or_else(|_| Err(Box::new("the decision's task failed")))
+        }
+    };
     let elapsed = seconds(started);
     match decided {
         Ok(Ok(reviewed)) => {
@@ -229,7 +257,9 @@ fn decide(
             state.metrics.rejected(&s.rejected_rules);
             trace::record_decision(span, s);
             tracing::info!(
-                uid = ?s.uid, operation = ?s.operation, namespace = ?s.namespace, name = ?s.name,
+                // Every string cut, as spans are: a review's fields are whatever it sent.
+                uid = ?s.uid, operation = ?trace::bounded(&s.operation),
+                namespace = ?trace::bounded(&s.namespace), name = ?trace::bounded(&s.name),
                 dry_run = s.dry_run, allowed = s.allowed, patch_ops = s.patch_ops,
                 rejected_rules = ?s.rejected_rules, duration_us = (elapsed * 1e6) as u64,
                 trace_id = trace.map(|t| t.trace_id), span_id = trace.map(|t| t.span_id),
@@ -263,6 +293,17 @@ fn decide(
             )
         }
     }
+}
+
+/// The decision, or the panic a bug in the core raised.
+fn decide_now(
+    review: impl FnOnce(&[u8], &Policy) -> Result<admission::Reviewed, admission::ReviewError>
+    + Send
+    + 'static,
+    bytes: &[u8],
+    policy: &Policy,
+) -> std::thread::Result<Result<admission::Reviewed, admission::ReviewError>> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| review(bytes, policy)))
 }
 
 /// Whether a Content-Type is `application/json`, parameters such as `charset` allowed.
@@ -349,6 +390,7 @@ mod tests {
             budget: BodyBudget::new(BODY_LIMIT, 0, Default::default()),
             request_timeout: Duration::from_secs(10),
             clock: Clock::start(),
+            deciders: Arc::new(Semaphore::new(DECIDERS)),
             stopping: super::super::Shutdown::new(Readiness::default()).stopping(),
             review_spans: false,
         };

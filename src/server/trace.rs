@@ -129,8 +129,8 @@ pub fn record_decision(span: &Span, summary: &Summary) {
     }
 }
 
-/// `text` cut to at most [`MAX_ATTRIBUTE_BYTES`], at a character boundary.
-fn bounded(text: &str) -> &str {
+/// `text` cut to [`MAX_ATTRIBUTE_BYTES`] at a character boundary (span attributes, log fields).
+pub fn bounded(text: &str) -> &str {
     let mut end = text.len().min(MAX_ATTRIBUTE_BYTES);
     while !text.is_char_boundary(end) {
         end -= 1;

@@ -210,9 +210,13 @@ async fn each_review_is_one_span_a_child_of_the_api_servers_span() {
     ))
     .unwrap();
     assert!(!review(&mut conn, invalid, None).await);
-    // A uid no API server sends: the span keeps its first 256 bytes.
-    let huge = "u".repeat(100_000);
-    assert!(review(&mut conn, harness::review(&huge, 0), None).await);
+    // A namespace no API server sends: the span keeps its first 256 bytes. (A uid that long is
+    // refused before any decision.)
+    let huge = "n".repeat(100_000);
+    let mut long =
+        serde_json::from_slice::<serde_json::Value>(&harness::review("otlp-2", 0)).unwrap();
+    long["request"]["namespace"] = serde_json::json!(huge);
+    assert!(review(&mut conn, serde_json::to_vec(&long).unwrap(), None).await);
     // The API server did not sample this one: neither does the webhook.
     let unsampled = Some(format!("00-{UNSAMPLED_TRACE}-{PARENT}-00"));
     assert!(review(&mut conn, harness::review("otlp-3", 0), unsampled).await);
@@ -261,8 +265,10 @@ async fn each_review_is_one_span_a_child_of_the_api_servers_span() {
     }
     assert_eq!(attr(&child.attributes, "admission.rejected_rules"), None);
 
-    // Cut to 256 bytes: the uid the span carries.
-    by_uid(&huge[..256]);
+    // Cut to 256 bytes: the namespace the span carries.
+    let (_, long) = by_uid("otlp-2");
+    let namespace = attr(&long.attributes, "admission.namespace");
+    assert_eq!(namespace.as_deref(), Some(&huge[..256]));
     let (_, root) = by_uid("c4e5f6a7-8b9c-4d0e-a1f2-3b4c5d6e7f03");
     assert!(root.parent_span_id.is_empty(), "{root:?}");
     assert_ne!(hex::encode(&root.trace_id), TRACE);
