@@ -919,6 +919,21 @@ fn memory_and_deadlines_follow_the_arithmetic(m: &Rendered) {
         "the memory limit {limit} is below the arithmetic's {} ({arithmetic:?})",
         arithmetic.total()
     );
+    // Issue 27: the cache's per-app term. The default install holds at least 3,000 apps (the
+    // size Red Hat supports Knative at) through a re-list; docs/performance.md says how many.
+    let apps = arithmetic.supported_apps(limit);
+    assert!(
+        apps >= 3000,
+        "the {limit} limit holds {apps} apps at a re-list"
+    );
+    let perf =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/performance.md"))
+            .unwrap();
+    let said = format!("{apps} apps");
+    assert!(
+        perf.contains(&said),
+        "docs/performance.md must state the supported number ({said}) for the default limit"
+    );
 
     let config: MutatingWebhookConfiguration = m.one("MutatingWebhookConfiguration");
     for hook in config.webhooks.unwrap() {

@@ -1,6 +1,7 @@
 //! The status API for people and programs: an axum [`Router`] the server merges into its own.
 //!
-//! - `GET /apps?namespace=&project=&domain=` — JSON list of apps.
+//! - `GET /apps?namespace=&project=&domain=` — JSON list of apps; with `limit` (and `continue`)
+//!   one page of it ([`super::pages`]), without it the whole list streamed in chunks.
 //! - `GET /apps/{namespace}/{name}` — one app, or 404.
 //! - `GET /apps/watch?namespace=&name=&project=&domain=` — a stream of `CREATED` / `UPDATED` /
 //!   `DELETED` / `RESYNC` events: NDJSON, or Server-Sent Events when the client accepts
@@ -30,16 +31,19 @@ use axum::Json;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
+use futures::StreamExt;
 use serde_json::json;
+use tokio::sync::Semaphore;
 
 use super::access::{self, Access, Attributes, Verb};
 use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer, StatusMetrics};
 use super::frames::{encode, encode_end, encode_going_away};
 use super::names::{self, BadName};
+use super::pages::{self, Asked, Paging};
 use super::streams::{LimitHit, Maximums, StreamLimits};
 use crate::server::shutdown::Stopping;
 use crate::watch::hub::{AppKey, AppRecord, Filter, Hub, Subscription};
@@ -84,6 +88,8 @@ struct ApiState {
     buffer: usize,
     reviewer: Option<Arc<Reviewer>>,
     limits: Arc<Mutex<StreamLimits>>,
+    /// Places for full (unpaged) listings being sent.
+    full_listings: Arc<Semaphore>,
     metrics: StatusMetrics,
 }
 
@@ -101,6 +107,7 @@ pub fn router(hub: Arc<Hub>, synced: Arc<AtomicBool>, options: Options) -> Route
             buffer: options.buffer,
             reviewer: options.reviewer,
             limits: Arc::new(Mutex::new(limits)),
+            full_listings: Arc::new(Semaphore::new(pages::MAX_FULL_LISTINGS)),
             metrics: options.metrics,
         })
 }
@@ -145,11 +152,13 @@ impl Checked {
         }
     }
 
-    /// The apps of `apps` the caller may list, and whether some namespaces were left out.
+    /// The apps of `apps` the caller may list, and whether some namespaces were left out;
+    /// `Forbidden` when it may list none of them and `none_is_forbidden` (a whole listing).
     async fn visible(
         &self,
         namespace: Option<&str>,
         apps: Vec<AppRecord>,
+        none_is_forbidden: bool,
     ) -> Result<(Vec<AppRecord>, bool), Refusal> {
         let needs = Attributes::apps(Verb::List, namespace, None);
         match self.reviewer.check(&self.caller, &needs).await? {
@@ -170,7 +179,7 @@ impl Checked {
                 allowed.insert(ns);
             }
         }
-        if allowed.is_empty() {
+        if allowed.is_empty() && none_is_forbidden {
             return Err(self.forbidden(needs));
         }
         Ok((access::keep_namespaces(apps, &allowed), true))
@@ -197,20 +206,88 @@ async fn list(
     State(s): State<ApiState>,
     headers: HeaderMap,
     Query(filter): Query<Filter>,
+    Query(paging): Query<Paging>,
 ) -> Response {
     let checked = match gate(&s, &headers, names::check_filter(&filter)).await {
         Ok(checked) => checked,
         Err(response) => return response,
     };
-    let apps = s.hub.list(&filter);
-    let Some(checked) = checked else {
-        return Json(apps).into_response();
+    let asked = match pages::asked(&paging, &filter) {
+        Ok(asked) => asked,
+        Err(error) => {
+            return (StatusCode::BAD_REQUEST, Json(json!({ "error": error }))).into_response();
+        }
     };
-    match checked.visible(filter.namespace.as_deref(), apps).await {
-        Ok((apps, false)) => Json(apps).into_response(),
-        Ok((apps, true)) => ([(FILTERED_HEADER, "namespaces")], Json(apps)).into_response(),
-        Err(refusal) => refusal.into_response(),
+    let page = match asked {
+        Asked::Page(page) => page,
+        Asked::Full => return full_listing(s, checked, filter).await,
+    };
+    let (apps, next) = pages::page(&s.hub, &filter, &page);
+    let (apps, filtered) = match checked {
+        None => (apps, false),
+        // A page may hold none of the caller's namespaces and the next one some: no 403 here.
+        Some(c) => match c.visible(filter.namespace.as_deref(), apps, false).await {
+            Ok(visible) => visible,
+            Err(refusal) => return refusal.into_response(),
+        },
+    };
+    let mut response = Json(apps).into_response();
+    let headers = response.headers_mut();
+    if filtered {
+        headers.insert(FILTERED_HEADER, HeaderValue::from_static("namespaces"));
     }
+    if let Some(next) = next.and_then(|t| HeaderValue::from_str(&t).ok()) {
+        headers.insert(pages::CONTINUE_HEADER, next);
+    }
+    response
+}
+
+/// Every app the filter covers: streamed in chunks when the caller may see them all (or the API
+/// is unauthenticated), at most [`pages::MAX_FULL_LISTINGS`] at once; a caller who may list
+/// only some namespaces gets them filtered, as one answer.
+async fn full_listing(s: ApiState, checked: Option<Checked>, filter: Filter) -> Response {
+    if let Some(c) = &checked {
+        let needs = Attributes::apps(Verb::List, filter.namespace.as_deref(), None);
+        match c.reviewer.check(&c.caller, &needs).await {
+            Ok(Access::Allowed) => {}
+            Ok(Access::Denied(_)) => {
+                return match c
+                    .visible(filter.namespace.as_deref(), s.hub.list(&filter), true)
+                    .await
+                {
+                    Ok((apps, false)) => Json(apps).into_response(),
+                    Ok((apps, true)) => {
+                        ([(FILTERED_HEADER, "namespaces")], Json(apps)).into_response()
+                    }
+                    Err(refusal) => refusal.into_response(),
+                };
+            }
+            Err(refusal) => return refusal.into_response(),
+        }
+    }
+    let Ok(permit) = s.full_listings.clone().try_acquire_owned() else {
+        let error = format!(
+            "{} full listings are being sent already; retry shortly, or page with `limit=500`",
+            pages::MAX_FULL_LISTINGS
+        );
+        let headers = [(header::RETRY_AFTER, RETRY_AFTER_SECS.to_string())];
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            headers,
+            Json(json!({ "error": error })),
+        )
+            .into_response();
+    };
+    let chunks = pages::chunks(s.hub.clone(), filter, |_| true).map(move |chunk| {
+        // Held until the last chunk is sent or the client goes away.
+        let _held = &permit;
+        Ok::<Bytes, std::convert::Infallible>(chunk)
+    });
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(chunks),
+    )
+        .into_response()
 }
 
 async fn one(

@@ -27,6 +27,14 @@ pub const TLS_BUFFERS: u64 = 34 * KIB;
 /// A connection's task, hyper's state and the socket bookkeeping.
 pub const CONN_STATE: u64 = 8 * KIB;
 
+/// Resident memory of one cached app at rest, with its two Revisions, status and drift report,
+/// on objects as a real cluster holds them (measured: tests/server/scale.rs, 13.6 KiB at 20,000
+/// apps; docs/performance.md).
+pub const CACHE_PER_APP: u64 = 14 * KIB;
+/// A re-list's peak over the cache at rest, in percent (measured: 108 % at 20,000 apps; the
+/// store applies the list in place, so it never holds two copies).
+pub const RELIST_PERCENT: u64 = 115;
+
 /// The terms of the bound, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Arithmetic {
@@ -61,6 +69,19 @@ impl Arithmetic {
         self.baseline + self.others + self.bodies + self.connections
     }
 
+    /// How many apps the watch cache can hold under a memory `limit` at a re-list's peak, beside
+    /// the baseline and what admission may hold (bodies, connections): the supported number of
+    /// apps of docs/performance.md.
+    pub fn supported_apps(&self, limit: u64) -> u64 {
+        let fixed = self.baseline + self.admission();
+        limit.saturating_sub(fixed) / (CACHE_PER_APP * RELIST_PERCENT / 100)
+    }
+
+    /// The memory limit `apps` apps need: the sizing formula of docs/performance.md.
+    pub fn limit_for(&self, apps: u64) -> u64 {
+        self.baseline + self.admission() + apps * CACHE_PER_APP * RELIST_PERCENT / 100
+    }
+
     /// What admission alone may add to the baseline: bodies and connections.
     pub fn admission(&self) -> u64 {
         self.bodies + self.connections
@@ -85,6 +106,21 @@ pub fn per_connection(http2: bool, tls: bool) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_supported_apps_and_the_limit_they_need_agree() {
+        let a = Arithmetic {
+            baseline: BASELINE,
+            others: OTHERS,
+            bodies: 80 * MIB,
+            connections: 42 * MIB,
+        };
+        for apps in [0, 1, 3000, 5000, 50_000] {
+            assert!(a.supported_apps(a.limit_for(apps)) >= apps, "{apps}");
+            assert!(a.supported_apps(a.limit_for(apps)) <= apps + 1, "{apps}");
+        }
+        assert_eq!(a.supported_apps(a.baseline), 0);
+    }
 
     #[test]
     fn http2_connections_cost_more_than_http1() {

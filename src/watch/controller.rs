@@ -1,12 +1,13 @@
-//! The controller shell: kube-runtime watchers and the stores ([`super::store`]) of Services, Revisions and
-//! namespaces, and a level-triggered reconcile of every app they touch.
+//! The controller shell: kube-runtime watchers of Services, Revisions and namespaces, the stores
+//! they fill ([`super::store`]), and a level-triggered reconcile of every app they touch.
 //!
 //! Every replica keeps the stores, the status hub and the drift report current (the drift report
 //! also follows the namespaces' opt-out label and the admission policy, checked every second for
 //! a catalogue reload); only the leader runs the plan's writes, records Events and re-admits. The
 //! select loop never waits on the API: each event marks apps dirty ([`super::loop_state`]), and
 //! each turn publishes the dirty apps' status at once and hands their writes to
-//! [`super::inflight`], which runs them off the loop and returns their outcomes. A broken watch
+//! [`super::inflight`], which runs them off the loop and returns their outcomes. While a list
+//! (or re-list) is under way nothing is reconciled; its end reconciles every app once. A broken watch
 //! resumes from its last resourceVersion (kube-runtime's watcher, with backoff); a failed write
 //! is retried with backoff; a periodic resync and every gain of leadership reconcile everything
 //! again. Decisions live in `status` and `plan`.

@@ -177,3 +177,126 @@ async fn watch_speaks_server_sent_events_when_asked() {
     assert!(text.starts_with("event: created\ndata: {"), "{text}");
     assert!(text.ends_with("}\n\n"), "{text}");
 }
+
+#[tokio::test]
+async fn listings_page_with_limit_and_continue_and_full_ones_stream_two_at_a_time() {
+    let hub = Hub::new();
+    for i in 0..1203 {
+        hub.upsert(record(
+            &format!("ns-{}", i % 7),
+            &format!("app-{i:04}"),
+            "p",
+            Phase::Active,
+        ));
+    }
+    let app = router_with_buffer(hub.clone(), Arc::new(AtomicBool::new(true)), 16);
+    let (_, whole) = get(&app, "/apps").await;
+    let whole = whole.as_array().unwrap().clone();
+    assert_eq!(whole.len(), 1203);
+
+    // Pages of 500 follow the continue header to the same list, in (namespace, name) order.
+    let mut paged = Vec::new();
+    let mut uri = "/apps?limit=500".to_owned();
+    let mut pages = 0;
+    loop {
+        let resp = app
+            .clone()
+            .oneshot(Request::get(&uri).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let next = resp
+            .headers()
+            .get("x-ksvc-webhook-continue")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let page: Vec<Value> = serde_json::from_slice(&bytes).unwrap();
+        pages += 1;
+        assert!(page.len() <= 500);
+        paged.extend(page);
+        match next {
+            Some(token) => uri = format!("/apps?limit=500&continue={token}"),
+            None => break,
+        }
+    }
+    assert_eq!((pages, &paged), (3, &whole));
+    let keys: Vec<(String, String)> = paged
+        .iter()
+        .map(|r| {
+            (
+                r["namespace"].as_str().unwrap().into(),
+                r["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(keys.windows(2).all(|w| w[0] < w[1]));
+
+    // A filtered listing pages too; its token is refused with other filters.
+    let (status, page) = get(&app, "/apps?namespace=ns-3&limit=100").await;
+    assert_eq!(
+        (status, page.as_array().unwrap().len()),
+        (StatusCode::OK, 100)
+    );
+    let resp = app
+        .clone()
+        .oneshot(
+            Request::get("/apps?namespace=ns-3&limit=100")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let token = resp.headers()["x-ksvc-webhook-continue"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = get(
+        &app,
+        &format!("/apps?namespace=ns-4&limit=100&continue={token}"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"].as_str().unwrap().contains("other filters"),
+        "{body}"
+    );
+    for bad in [
+        "/apps?limit=0",
+        "/apps?limit=5001",
+        "/apps?limit=x",
+        "/apps?continue=abc",
+        "/apps?limit=5&continue=%21%21",
+    ] {
+        let (status, body) = get(&app, bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(
+            body["error"].as_str().unwrap().contains("limit")
+                || body["error"].as_str().unwrap().contains("continue"),
+            "{bad}: {body}"
+        );
+    }
+
+    // Full listings are streamed; a third while two are being sent is told to retry.
+    let full = || {
+        app.clone()
+            .oneshot(Request::get("/apps").body(Body::empty()).unwrap())
+    };
+    let first = full().await.unwrap();
+    let second = full().await.unwrap();
+    let third = full().await.unwrap();
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(third.headers().contains_key("retry-after"));
+    let (_, body) = support::status_api::body_of(third).await;
+    assert!(
+        body["error"].as_str().unwrap().contains("limit=500"),
+        "{body}"
+    );
+    // A listing read to its end frees its place.
+    let (status, body) = support::status_api::body_of(first).await;
+    assert_eq!(
+        (status, body.as_array().unwrap().len()),
+        (StatusCode::OK, 1203)
+    );
+    assert_eq!(full().await.unwrap().status(), StatusCode::OK);
+    drop(second);
+}
