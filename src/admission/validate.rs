@@ -109,6 +109,30 @@ fn shapes(doc: &Node, out: &mut Vec<Violation>) {
     if let Err(err) = stop::restore_record(doc) {
         out.push(stop::unreadable(&err));
     }
+    annotations_size(doc, out);
+}
+
+/// Kubernetes' own limit on an object's annotations, keys and values together: kube-apiserver
+/// never stores more, so a review carrying more is not one it sends.
+pub const MAX_ANNOTATIONS: usize = 256 * 1024;
+
+fn annotations_size(doc: &Node, out: &mut Vec<Violation>) {
+    let annotations = doc.get("metadata").and_then(|m| m.get("annotations"));
+    let Some(annotations) = annotations.and_then(Node::as_object) else {
+        return;
+    };
+    let size: usize = annotations
+        .iter()
+        .map(|(key, value)| key.len() + value.as_str().map_or(0, str::len))
+        .sum();
+    if size > MAX_ANNOTATIONS {
+        out.push(violation(
+            "object",
+            "metadata.annotations",
+            format!("hold {size} bytes, more than Kubernetes' limit of {MAX_ANNOTATIONS}"),
+            "keep large data out of annotations (a ConfigMap, or the image)",
+        ));
+    }
 }
 
 fn names(input: &Input, out: &mut Vec<Violation>) {

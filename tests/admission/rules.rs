@@ -645,3 +645,23 @@ fn a_spec_that_cannot_be_hashed_is_refused_never_given_a_wrong_sha() {
     );
     assert!(response.get("patch").is_none());
 }
+
+/// Issue 28: annotations past Kubernetes' 256 KiB, which kube-apiserver never stores, are
+/// refused; at the limit they pass.
+#[test]
+fn annotations_over_kubernetes_limit_are_refused() {
+    let with = |bytes: usize| {
+        app(json!({"name": "myapp", "namespace": "default",
+                   "annotations": {"example.com/big": "x".repeat(bytes)}}))
+    };
+    let key = "example.com/big".len();
+    let at_limit = create(with(256 * 1024 - key));
+    assert!(at_limit.allowed, "{:?}", at_limit.violations);
+    let over = create(with(256 * 1024 - key + 1));
+    assert!(!over.allowed);
+    let said = over.violations[0].to_string();
+    assert!(
+        said.contains("metadata.annotations: hold 262145 bytes"),
+        "{said}"
+    );
+}

@@ -58,11 +58,23 @@ impl Restore {
     }
 }
 
-/// The restore record of `doc`: `Ok(None)` when there is none, `Err` when it is not ours to read.
+/// The largest record read: the webhook's names a few keys in well under this, so a larger one
+/// is refused before it is parsed (a forged record of many keys costs a parse per review).
+pub const MAX_RECORD: usize = 1024;
+
+/// The restore record of `doc`: `Ok(None)` when there is none, `Err` when it is not ours to read
+/// (over [`MAX_RECORD`] bytes, or not a record).
 pub fn restore_record(doc: &Node) -> Result<Option<Restore>, serde_json::Error> {
-    ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_STOP_RESTORE)
-        .map(serde_json::from_str)
-        .transpose()
+    let Some(text) = ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_STOP_RESTORE) else {
+        return Ok(None);
+    };
+    if text.len() > MAX_RECORD {
+        return Err(serde::de::Error::custom(format_args!(
+            "it is {} bytes; the webhook writes at most {MAX_RECORD}",
+            text.len()
+        )));
+    }
+    serde_json::from_str(text).map(Some)
 }
 
 /// Where the cluster refuses `initial-scale: "0"` (no `--allow-zero-initial-scale`): on a stopped
@@ -192,6 +204,16 @@ mod tests {
     fn app(labels: serde_json::Value, template: serde_json::Value) -> Node<'static> {
         Node::from_json(json!({"metadata": {"labels": labels},
             "spec": {"template": {"metadata": {"annotations": template}}}}))
+    }
+
+    #[test]
+    fn a_record_larger_than_the_webhook_writes_is_refused_unparsed() {
+        let keys: serde_json::Map<_, _> = (0..200).map(|i| (format!("k{i}"), json!("v"))).collect();
+        let record = json!({"labels": keys}).to_string();
+        let doc = Node::from_json(json!({"metadata": {"annotations": {
+            keys::ANNOTATION_STOP_RESTORE: record}}}));
+        let err = restore_record(&doc).unwrap_err().to_string();
+        assert!(err.contains("the webhook writes at most 1024"), "{err}");
     }
 
     #[test]
