@@ -1,7 +1,7 @@
 # The two commands: `make run` (the main job, no cluster needed) and `make test` (every check).
 CARGO ?= cargo
 
-.PHONY: run demo install test e2e fmt clippy unit bench bench-core bench-load soak manifests-check monitoring-check image certs
+.PHONY: run demo install test e2e fmt clippy unit bench bench-core bench-load soak manifests-check monitoring-check helm-check image certs
 
 # Where cargo builds it: CARGO_TARGET_DIR when set, as cargo itself honours it.
 BIN := $(or $(CARGO_TARGET_DIR),./target)/release/ksvc-webhook
@@ -49,7 +49,7 @@ soak:
 
 # A check that could not run (the Knative CRD schema or promtool missing) is repeated here, at
 # the end.
-test: fmt clippy manifests-check monitoring-check unit
+test: fmt clippy manifests-check monitoring-check helm-check unit
 	@cat $(MANIFESTS_OUT)/skipped.txt >&2 2>/dev/null || true
 
 # The e2e suite against a real kube-apiserver, etcd and kube-controller-manager built from their
@@ -105,6 +105,13 @@ manifests-check: $(VENV)/.installed
 # prometheus); under CI it must be there.
 monitoring-check: $(VENV)/.installed
 	PYTHON=$(VENV)/bin/python SKIP_NOTE=$(MANIFESTS_OUT)/skipped.txt ./scripts/monitoring-check.sh
+
+# The Helm chart: helm (built once from e2e/helmbin by scripts/helm-build.sh; needs Go) lints
+# it; tests/chart.rs, in `unit`, diffs it with manifests/. Skipped with a banner without Go or
+# helm; under CI it must be there.
+helm-check:
+	@mkdir -p $(MANIFESTS_OUT)
+	SKIP_NOTE=$(MANIFESTS_OUT)/skipped.txt ./scripts/helm-check.sh
 
 # The container image (needs a docker engine; there is none on the CI machine).
 IMAGE ?= ksvc-webhook:0.1.0

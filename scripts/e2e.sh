@@ -10,6 +10,8 @@ start=$SECONDS
 CARGO=${CARGO:-cargo}
 
 scripts/e2e-build.sh >/dev/null
+# helm for tests/e2e/helm.rs (cached the same way, e2e/helmbin).
+scripts/helm-build.sh >/dev/null
 # Compiled before the control plane starts, so a compile error leaves nothing running.
 $CARGO test --test e2e --no-run --quiet
 

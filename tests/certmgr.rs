@@ -95,6 +95,7 @@ fn args() -> CertArgs {
         guard_config_name: GUARD.into(),
         service_name: "ksvc-webhook".into(),
         namespace: NS.into(),
+        failure_policy: ksvc_webhook::certmgr::FailurePolicy::Fail,
         cert_sync_interval: std::time::Duration::from_secs(60),
         cert_bootstrap_timeout: std::time::Duration::from_secs(5),
     }
@@ -166,6 +167,11 @@ async fn a_second_replica_reuses_the_secret_and_never_touches_the_configuration(
         .await
         .unwrap();
     let before = secret(&api).unwrap();
+    let config_calls = || {
+        let requests = api.requests();
+        requests.iter().filter(|r| r.resource == CONFIGS).count()
+    };
+    let leaders_calls = config_calls();
 
     let synced = Manager::new(api.client(), &args(), second.path())
         .sync(t0(), false)
@@ -184,12 +190,7 @@ async fn a_second_replica_reuses_the_secret_and_never_touches_the_configuration(
             "{file}"
         );
     }
-    let config_calls = api
-        .requests()
-        .iter()
-        .filter(|r| r.resource == CONFIGS)
-        .count();
-    assert_eq!(config_calls, 2, "only the leader's get and patch");
+    assert_eq!(config_calls(), leaders_calls, "only the leader's calls");
 }
 
 #[tokio::test]
@@ -379,6 +380,7 @@ async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
         api.client(),
         &args(),
         leader.clone(),
+        tokio::sync::watch::channel(true).1,
         dir.path().into(),
         Default::default(),
     )
@@ -398,6 +400,7 @@ async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
         api.client(),
         &off,
         leader,
+        tokio::sync::watch::channel(true).1,
         empty.path().into(),
         Default::default(),
     )
@@ -464,9 +467,16 @@ fn a_leadership_change_during_a_bootstrap_retry_does_not_hang_the_start() {
                 tx.send_replace(true);
                 std::future::pending::<()>().await
             });
-            ksvc_webhook::certmgr::start(fake.client(), &args(), leader, path, Default::default())
-                .await
-                .map(|task| task.is_some())
+            ksvc_webhook::certmgr::start(
+                fake.client(),
+                &args(),
+                leader,
+                tokio::sync::watch::channel(true).1,
+                path,
+                Default::default(),
+            )
+            .await
+            .map(|task| task.is_some())
         });
         let _ = done_tx.send(result.map_err(|e| e.to_string()));
     });

@@ -2,7 +2,8 @@
 //! server's port and path, the RBAC grants exactly the API calls the modules declare, the webhook
 //! runs after Knative's, and the pod is hardened.
 //!
-//! The kustomizations are rendered with `kubectl kustomize` (as `make manifests-check` does).
+//! The kustomizations are rendered with `kubectl kustomize` (as `make manifests-check` does);
+//! the RBAC and memory checks also run on the Helm chart (`support::helm`).
 //! Without kubectl the base is rendered here from its `resources:` list (it has no patches), and
 //! the overlay test says it was skipped.
 
@@ -74,6 +75,21 @@ impl Rendered {
 
     fn base() -> Self {
         Self::of("manifests").unwrap()
+    }
+
+    /// The Helm chart rendered with `values` (`None` without helm, outside CI).
+    fn chart(values: &[&str]) -> Option<Self> {
+        let helm = support::helm::helm()?;
+        Some(Self(support::helm::template(&helm, values).unwrap()))
+    }
+
+    /// What the checks that hold for every install run on: the kustomize base and, where helm
+    /// is, the chart with default values (tests/chart.rs diffs the two; these checks also name
+    /// what broke).
+    fn installs() -> Vec<(&'static str, Self)> {
+        let mut out = vec![("manifests/", Self::base())];
+        out.extend(Self::chart(&[]).map(|c| ("the chart", c)));
+        out
     }
 
     fn all(&self, kind: &str) -> Vec<&Value> {
@@ -283,7 +299,21 @@ fn the_registration_is_safe_and_ordered_after_knative() {
     );
     assert_eq!(hook.reinvocation_policy.as_deref(), Some("IfNeeded"));
     assert_eq!(hook.match_policy.as_deref(), Some("Equivalent"));
-    assert_eq!(hook.failure_policy.as_deref(), Some("Fail"));
+    // Ignore until a replica answered; the leader then writes --failure-policy (Fail).
+    assert_eq!(hook.failure_policy.as_deref(), Some("Ignore"));
+    let deploy: Deployment = m.one("Deployment");
+    let c = container(&deploy);
+    let args = serve_args(&c);
+    assert_eq!(
+        args.certs.failure_policy,
+        ksvc_webhook::certmgr::FailurePolicy::Fail
+    );
+    let self_managed = env(&c, "KSVC_WEBHOOK_SELF_MANAGED_CERTS").and_then(|e| e.value.as_deref());
+    assert_eq!(
+        self_managed,
+        Some("true"),
+        "only self-managed certificates switch it"
+    );
     assert!(
         hook.client_config.ca_bundle.is_none(),
         "the leader writes caBundle; apply must not own it"
@@ -353,7 +383,13 @@ fn the_namespace_selector_excludes_system_namespaces_and_honours_the_opt_out() {
 
 #[test]
 fn rbac_grants_exactly_the_declared_api_calls() {
-    let m = Rendered::base();
+    for (install, m) in Rendered::installs() {
+        eprintln!("checking {install}");
+        rbac_is_exactly_the_declared_calls(&m);
+    }
+}
+
+fn rbac_is_exactly_the_declared_calls(m: &Rendered) {
     let deploy: Deployment = m.one("Deployment");
     let ns = deploy.metadata.namespace.clone().unwrap();
     let pod = deploy.spec.template.spec.as_ref().unwrap();
@@ -751,6 +787,9 @@ fn the_cert_manager_overlay_turns_self_management_off() {
     let ns = serving["metadata"]["namespace"].as_str().unwrap();
     let name = serving["metadata"]["name"].as_str().unwrap();
     assert_eq!(inject, format!("{ns}/{name}"));
+    // Nobody switches the policy without self-managed certificates: the final one from the start.
+    let hook = &config.webhooks.as_ref().unwrap()[0];
+    assert_eq!(hook.failure_policy.as_deref(), Some("Fail"));
     // The serving certificate names the Service, as the self-managed one does.
     let svc: Service = m.one("Service");
     let svc_name = svc.metadata.name.unwrap();
@@ -860,8 +899,14 @@ fn serve_args(c: &Container) -> ksvc_webhook::cli::serve::ServeArgs {
 /// kube-apiserver gives up on it, and the bounded shutdown fits in the grace period.
 #[test]
 fn the_memory_limit_and_the_deadlines_follow_the_arithmetic() {
+    for (install, m) in Rendered::installs() {
+        eprintln!("checking {install}");
+        memory_and_deadlines_follow_the_arithmetic(&m);
+    }
+}
+
+fn memory_and_deadlines_follow_the_arithmetic(m: &Rendered) {
     use ksvc_webhook::server::memory::Arithmetic;
-    let m = Rendered::base();
     let deploy: Deployment = m.one("Deployment");
     let c = container(&deploy);
     let args = serve_args(&c);

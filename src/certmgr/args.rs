@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::FailurePolicy;
 use crate::flags::parse_duration;
 
 /// Self-managed certificates (`src/certmgr`): flattened into `serve`.
@@ -49,6 +50,16 @@ pub struct CertArgs {
         default_value = "ksvc-webhook-revision-guard.flyte.org"
     )]
     pub guard_config_name: String,
+    /// The failurePolicy the leader gives the webhook once the configuration carries the CA
+    /// bundle and this replica answered its own TLS probe. The install registers `Ignore`, so
+    /// no write is refused before a replica answered (docs/install.md).
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_FAILURE_POLICY",
+        value_enum,
+        default_value_t = FailurePolicy::Fail
+    )]
+    pub failure_policy: FailurePolicy,
     /// The Service kube-apiserver calls: the serving certificate's names derive from it.
     #[arg(
         long,
@@ -114,6 +125,10 @@ mod tests {
             ("ksvc-webhook", "ksvc-system")
         );
         assert_eq!(on.cert_sync_interval, Duration::from_secs(60));
+        assert_eq!(on.failure_policy, FailurePolicy::Fail);
+        let ignore = CertOnly::try_parse_from(["x", "--failure-policy=Ignore"]).unwrap();
+        assert_eq!(ignore.certs.failure_policy, FailurePolicy::Ignore);
+        assert!(CertOnly::try_parse_from(["x", "--failure-policy=Maybe"]).is_err());
         let off = CertOnly::try_parse_from(["x", "--self-managed-certs=false"]).unwrap();
         assert_eq!(off.certs.self_managed_certs, Some(false));
         assert!(CertOnly::try_parse_from(["x", "--cert-sync-interval=10m"]).is_err());

@@ -1,13 +1,16 @@
 //! Self-managed webhook certificates: the CA and serving certificate in a Secret shared by all
-//! replicas, written to the server's certificate directory, and the CA bundle published in the
-//! MutatingWebhookConfiguration.
+//! replicas, written to the server's certificate directory, the CA bundle published in the
+//! MutatingWebhookConfiguration, and its failurePolicy switched from the install's `Ignore` to
+//! the configured one once a replica answers (docs/install.md).
 //!
 //! Layout: [`state`] (PURE, the Secret's content and the bundle), [`plan`] (PURE, what to do
-//! next), [`issue`] (new keys for a plan), [`files`] (atomic file set), [`shell`] (the API
-//! calls, the loop). Entry point: [`start`].
+//! next), [`policy`] (PURE, when the webhook's failurePolicy becomes the configured one, and the
+//! Secret's owner), [`issue`] (new keys for a plan), [`files`] (atomic file set), [`probe`] (this
+//! replica's own TLS probe), [`shell`] (the API calls, the loop). Entry point: [`start`].
 //!
-//! Never decides anything in the shell: every rotation step is chosen by [`plan::plan`]. Never
-//! writes a Secret or the webhook configuration other than the two named in [`CertArgs`].
+//! Never decides anything in the shell: every rotation step is chosen by [`plan::plan`], every
+//! policy switch by [`policy::step`]. Never writes a Secret or a webhook configuration other than
+//! those named in [`CertArgs`].
 
 pub mod args;
 pub mod files;
@@ -15,12 +18,15 @@ pub mod issue;
 pub mod metrics;
 pub mod pki;
 pub mod plan;
+pub mod policy;
+pub mod probe;
 pub mod shell;
 pub mod state;
 
 use std::path::PathBuf;
 
 pub use plan::{Plan, Policy};
+pub use policy::FailurePolicy;
 pub use shell::{Manager, Synced, start};
 pub use state::SecretData;
 

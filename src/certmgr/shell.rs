@@ -1,7 +1,9 @@
 //! The I/O shell of certificate self-management: reads and writes the Secret and the webhook
-//! configuration, writes the certificate files, and repeats on a timer and on leadership change.
+//! configuration, writes the certificate files, switches the webhook's failurePolicy, and
+//! repeats on a timer, on leadership change and when the own listener first answers.
 //!
-//! Every decision comes from [`plan::plan`]; this module only carries it out. Every API call has
+//! Every decision comes from [`plan::plan`] and [`policy::step`]; this module only carries it
+//! out. Every API call has
 //! a timeout; every write is conditional (create fails on AlreadyExists, replace carries the
 //! resourceVersion, the bundle patch tests it), so replicas that race converge on one Secret.
 //! Only the leader rotates and publishes; any replica may create the Secret when none exists.
@@ -25,6 +27,7 @@ use tracing::{info, warn};
 use super::files::{self, File};
 use super::metrics::{self, Config, Published};
 use super::plan::{self, Plan, Policy};
+use super::policy::FailurePolicy;
 use super::state::{self, SecretData};
 use super::{CertArgs, Error, FILE_CA_CRT, FILE_TLS_CRT, FILE_TLS_KEY, Result, issue};
 use crate::certmgr::pki;
@@ -51,6 +54,8 @@ pub struct Synced {
     pub files_changed: bool,
     /// Whether the CA bundle was patched into the webhook configuration.
     pub bundle_published: bool,
+    /// Whether the configured failurePolicy was patched into the webhook configuration.
+    pub policy_set: bool,
 }
 
 /// One replica's certificate manager.
@@ -67,6 +72,9 @@ pub struct Manager {
     policy: Policy,
     cert_dir: PathBuf,
     call_timeout: StdDuration,
+    failure_policy: FailurePolicy,
+    /// Whether this replica's listener answered its own probe ([`super::probe`]).
+    answered: watch::Receiver<bool>,
     /// The API call started last, named in the error when the start-up budget cuts it short.
     last_call: Arc<Mutex<&'static str>>,
     metrics: metrics::Metrics,
@@ -88,6 +96,9 @@ impl Manager {
             policy: Policy::default(),
             cert_dir: cert_dir.into(),
             call_timeout: CALL_TIMEOUT,
+            failure_policy: args.failure_policy,
+            // No listener to wait for unless `with_answered` gives one.
+            answered: watch::channel(true).1,
             last_call: Arc::new(Mutex::new("no call yet")),
             metrics: metrics::Metrics::default(),
         }
@@ -103,6 +114,13 @@ impl Manager {
         self
     }
 
+    /// The same manager waiting for `answered` (this replica's own probe) before it writes
+    /// `failurePolicy: Fail`.
+    pub fn with_answered(mut self, answered: watch::Receiver<bool>) -> Self {
+        self.answered = answered;
+        self
+    }
+
     /// The same manager with other lifetimes and thresholds.
     pub fn with_policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
@@ -110,12 +128,13 @@ impl Manager {
     }
 
     /// One round at time `now`: bring the Secret up to date (creating it if missing; rotating
-    /// only as `leader`), write the certificate files, and as `leader` publish the CA bundle.
+    /// only as `leader`), write the certificate files, and as `leader` publish the CA bundle and
+    /// then the configured failurePolicy.
     pub async fn sync(&self, now: OffsetDateTime, leader: bool) -> Result<Synced> {
         let mut steps = Vec::new();
         let data = self.converge_secret(now, leader, &mut steps).await?;
         let files_changed = self.write_files(&data).await?;
-        let bundle_published = match leader {
+        let (bundle_published, policy_set) = match leader {
             true => {
                 let bundle = data.bundle();
                 let published = self
@@ -126,14 +145,18 @@ impl Manager {
                     published.as_ref().map_or(Published::Failed, |p| *p),
                 );
                 let published = published? == Published::Patched;
-                published | self.publish_to_guard(&bundle).await
+                let guard = self.publish_to_guard(&bundle).await;
+                // Boxed: the round's future stays small enough for a test thread's stack.
+                let policy_set = Box::pin(self.enforce_policy(&bundle)).await;
+                (published | guard, policy_set)
             }
-            false => false,
+            false => (false, false),
         };
         Ok(Synced {
             steps,
             files_changed,
             bundle_published,
+            policy_set,
         })
     }
 
@@ -186,8 +209,12 @@ impl Manager {
     }
 
     /// Create or conditionally replace the Secret; `false` when another writer got there first.
+    /// A new Secret is owned by the webhook configuration, so uninstalling removes it.
     async fn write_secret(&self, current: Option<&Secret>, new: &SecretData) -> Result<bool> {
-        let object = new.to_secret(&self.secret_name, &self.namespace, current);
+        let mut object = new.to_secret(&self.secret_name, &self.namespace, current);
+        if current.is_none() {
+            object.metadata.owner_references = Box::pin(self.secret_owner()).await.map(|o| vec![o]);
+        }
         let pp = PostParams::default();
         let (call, result) = match current {
             None => (
@@ -378,20 +405,27 @@ impl Manager {
         }
     }
 
-    /// Sync every `period`, and at once when leadership changes. Errors are logged and retried
-    /// at the next round. Runs until the task is aborted.
+    /// Sync every `period`, and at once when leadership changes or the own listener first
+    /// answers. Errors are logged and retried at the next round. Runs until the task is aborted.
     pub async fn run(self, mut leader: watch::Receiver<bool>, period: StdDuration) {
         let mut election_open = true;
+        let mut answered = self.answered.clone();
+        let mut probe_open = true;
         loop {
             tokio::select! {
                 () = tokio::time::sleep(period) => {}
                 changed = leader.changed(), if election_open => election_open = changed.is_ok(),
+                changed = answered.changed(), if probe_open => probe_open = changed.is_ok(),
             }
             let is_leader = *leader.borrow_and_update();
             match self.sync(OffsetDateTime::now_utc(), is_leader).await {
-                Ok(s) if s.steps.is_empty() && !s.files_changed && !s.bundle_published => {}
+                Ok(s)
+                    if s.steps.is_empty()
+                        && !s.files_changed
+                        && !s.bundle_published
+                        && !s.policy_set => {}
                 Ok(s) => {
-                    info!(steps = ?s.steps, files_changed = s.files_changed, bundle_published = s.bundle_published, leader = is_leader, "certificates synced")
+                    info!(steps = ?s.steps, files_changed = s.files_changed, bundle_published = s.bundle_published, policy_set = s.policy_set, leader = is_leader, "certificates synced")
                 }
                 Err(e) => {
                     warn!(error = %error_chain(&e), leader = is_leader, retry_in = ?period, "certificate sync failed; retrying next round")
@@ -412,11 +446,14 @@ impl Manager {
 /// and whenever `leader` changes; abort the returned handle at shutdown.
 ///
 /// `leader` is the Lease election's view (true while this replica leads). A single replica
-/// without election may pass a receiver that is always `true`.
+/// without election may pass a receiver that is always `true`. `answered` turns `true` once
+/// the replica's listener answered its own probe; only then does the leader write
+/// `failurePolicy: Fail`.
 pub async fn start(
     client: Client,
     args: &CertArgs,
     leader: watch::Receiver<bool>,
+    answered: watch::Receiver<bool>,
     cert_dir: PathBuf,
     metrics: metrics::Metrics,
 ) -> Result<Option<JoinHandle<()>>> {
@@ -424,13 +461,17 @@ pub async fn start(
         info!("self-managed certificates off; serving the mounted certificate files");
         return Ok(None);
     }
-    let manager = Manager::new(client, args, cert_dir).with_metrics(metrics);
-    manager
-        .bootstrap(&leader, args.cert_bootstrap_timeout)
-        .await?;
+    let manager = Manager::new(client, args, cert_dir)
+        .with_metrics(metrics)
+        .with_answered(answered);
+    // Boxed: a caller that spawns many starts (the fault tests) moves a small future.
+    Box::pin(manager.bootstrap(&leader, args.cert_bootstrap_timeout)).await?;
     let period = args.cert_sync_interval;
     Ok(Some(tokio::spawn(manager.run(leader, period))))
 }
+
+#[path = "shell_policy.rs"]
+mod policy_io;
 
 fn api(call: &'static str, source: kube::Error) -> Error {
     Error::Api { call, source }

@@ -168,9 +168,26 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
         server.guard_metrics(guard);
     }
     let cabundle_metrics = certmgr::metrics::Metrics::register(server.registry_mut());
-    let certificates =
-        manage_certificates(&args, &options, election.leader(), cabundle_metrics).await?;
+    let (answered, answered_rx) = tokio::sync::watch::channel(false);
+    let certificates = manage_certificates(
+        &args,
+        &options,
+        election.leader(),
+        answered_rx,
+        cabundle_metrics,
+    )
+    .await?;
     let bound = server.bind().await?;
+    // The leader switches the webhook to --failure-policy once this listener answers.
+    let probe = certificates.as_ref().map(|_| {
+        let probe = certmgr::probe::Probe {
+            addr: bound.local_addr()?,
+            ca_file: cert_dir(&options).join(certmgr::FILE_CA_CRT),
+            server_name: format!("{}.{}.svc", args.certs.service_name, args.certs.namespace),
+        };
+        anyhow::Ok(tokio::spawn(probe.until_answered(answered)))
+    });
+    let probe = probe.transpose()?;
     let memory = server::memory::Arithmetic::of(&options);
     tracing::info!(
         listen = %bound.local_addr()?,
@@ -207,7 +224,10 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
         tokio::join!(watch.shutdown(), election.shutdown());
     };
     tokio::join!(bound.run(), release);
-    for task in [certificates, reload_catalogue].into_iter().flatten() {
+    for task in [certificates, reload_catalogue, probe]
+        .into_iter()
+        .flatten()
+    {
         task.abort();
     }
     Ok(())
@@ -220,6 +240,7 @@ async fn manage_certificates(
     args: &ServeArgs,
     options: &server::Options,
     leader: tokio::sync::watch::Receiver<bool>,
+    answered: tokio::sync::watch::Receiver<bool>,
     metrics: certmgr::metrics::Metrics,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     if args.certs.self_managed_certs != Some(true) {
@@ -234,15 +255,23 @@ async fn manage_certificates(
                  serve the files in --tls-dir/--tls-cert instead): {e}"
             )
         })?;
-    let dir = options
-        .certs
-        .cert
-        .parent()
-        .map_or_else(|| PathBuf::from("."), PathBuf::from);
-    let task = certmgr::start(client, &args.certs, leader, dir, metrics)
-        .await
-        .context("cannot set up the self-managed certificates")?;
+    let task = certmgr::start(
+        client,
+        &args.certs,
+        leader,
+        answered,
+        cert_dir(options),
+        metrics,
+    )
+    .await
+    .context("cannot set up the self-managed certificates")?;
     Ok(task)
+}
+
+/// The directory of the serving certificate, where self-managed certificates are written.
+fn cert_dir(options: &server::Options) -> PathBuf {
+    let cert = options.certs.cert.parent();
+    cert.map_or_else(|| PathBuf::from("."), PathBuf::from)
 }
 
 /// Where the serving certificate comes from.

@@ -17,6 +17,10 @@ mod check;
 #[cfg(test)]
 mod guard;
 #[cfg(test)]
+mod helm;
+#[cfg(test)]
+mod install_window;
+#[cfg(test)]
 mod knative;
 #[cfg(test)]
 mod lease;

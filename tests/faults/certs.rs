@@ -34,6 +34,7 @@ pub fn args() -> CertArgs {
         guard_config_name: String::new(),
         service_name: "ksvc-webhook".into(),
         namespace: NS.into(),
+        failure_policy: ksvc_webhook::certmgr::FailurePolicy::Fail,
         cert_sync_interval: Duration::from_secs(60),
         cert_bootstrap_timeout: Duration::from_secs(60),
     }
@@ -117,6 +118,7 @@ async fn row(verb: &'static str, resource: &'static str, fault: Fault) -> Outcom
         fake.client(),
         &args(),
         leader,
+        tokio::sync::watch::channel(true).1,
         dir.path().into(),
         Default::default(),
     )

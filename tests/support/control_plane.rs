@@ -96,7 +96,8 @@ impl ControlPlane {
 
     /// `kubectl apply -k` of manifests/ through e2e/overlay, with the webhook configurations'
     /// port set to [`Self::webhook_port`]; then the webhook's kubeconfig with a fresh token.
-    fn install(&self) {
+    /// Done once by [`Self::get`]; a test that uninstalled puts the install back with it.
+    pub fn install(&self) {
         // kustomize refuses absolute resource paths: the layer lives under target/e2e, two
         // levels below the repository's target/.
         let layer = repo_root().join("target/e2e/install");

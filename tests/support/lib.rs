@@ -11,6 +11,7 @@ pub mod cli;
 pub mod control_plane;
 pub mod fake_api;
 pub mod harness;
+pub mod helm;
 pub mod poll;
 pub mod realistic;
 pub mod status_api;

@@ -21,7 +21,8 @@ pub struct Webhook {
 
 impl Webhook {
     /// Start `serve` as `identity` (its Lease holder name) with `extra` flags; returns once its
-    /// /readyz answers 200 and the leader has published the CA into the mutating configuration.
+    /// /readyz answers 200, the leader has published the CA into the mutating configuration and
+    /// switched its failurePolicy from the install's `Ignore` to `--failure-policy` (`Fail`).
     /// The configurations are pointed at [`ControlPlane::webhook_port`] first (a test that
     /// pointed them elsewhere may have failed before it put them back).
     pub fn start(plane: &ControlPlane, identity: &str, extra: &[&str]) -> Webhook {
@@ -37,6 +38,19 @@ impl Webhook {
                     .as_str()
                     .filter(|bundle| !bundle.is_empty())
                     .map(|_| ())
+            },
+        );
+        // The leader then switches the install's Ignore to its --failure-policy (docs/install.md).
+        let want = match extra.contains(&"--failure-policy=Ignore") {
+            true => "Ignore",
+            false => "Fail",
+        };
+        eventually(
+            &format!("the webhook's failurePolicy is {want}"),
+            60,
+            || {
+                let config = plane.get_json(&["mutatingwebhookconfiguration", MUTATING]);
+                (config["webhooks"][0]["failurePolicy"] == want).then_some(())
             },
         );
         webhook

@@ -1,0 +1,180 @@
+//! An install cannot block the cluster (docs/install.md): the manifests register the webhook
+//! with `failurePolicy: Ignore`, and the leader writes the configured policy only once the
+//! configuration carries its CA bundle and its own listener has answered through TLS. The
+//! certificate Secret it creates is owned by the webhook configuration, so an uninstall removes
+//! it. Against the in-test API server (`support::FakeApi`), with the manager and with `serve`.
+
+// A test crate: its helpers may panic on a broken fixture too.
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Command, Stdio};
+
+use ksvc_webhook::certmgr::{CertArgs, FailurePolicy, Manager};
+use serde_json::{Value, json};
+use support::FakeApi;
+use support::harness::eventually;
+use time::OffsetDateTime;
+use tokio::sync::watch;
+
+const NS: &str = "ksvc-system";
+const SECRET: &str = "ksvc-webhook-certs";
+const CONFIG: &str = "zz-ksvc-webhook.flyte.org";
+const CONFIGS: &str = "mutatingwebhookconfigurations";
+
+/// The configuration as the manifests install it: one webhook, `Ignore`, no caBundle.
+async fn installed() -> FakeApi {
+    let api = FakeApi::start().await;
+    api.put(
+        CONFIGS,
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": CONFIG},
+            "webhooks": [{
+                "name": CONFIG,
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "clientConfig": {"service": {"name": "ksvc-webhook", "namespace": NS, "path": "/mutate", "port": 443}}
+            }]
+        }),
+    );
+    api
+}
+
+fn args(policy: FailurePolicy) -> CertArgs {
+    CertArgs {
+        self_managed_certs: Some(true),
+        cert_secret: SECRET.into(),
+        webhook_config_name: CONFIG.into(),
+        guard_config_name: String::new(),
+        failure_policy: policy,
+        service_name: "ksvc-webhook".into(),
+        namespace: NS.into(),
+        cert_sync_interval: std::time::Duration::from_secs(60),
+        cert_bootstrap_timeout: std::time::Duration::from_secs(5),
+    }
+}
+
+fn policy(api: &FakeApi) -> Value {
+    api.get(CONFIGS, "", CONFIG).unwrap()["webhooks"][0]["failurePolicy"].clone()
+}
+
+fn bundle(api: &FakeApi) -> Value {
+    api.get(CONFIGS, "", CONFIG).unwrap()["webhooks"][0]["clientConfig"]["caBundle"].clone()
+}
+
+#[tokio::test]
+async fn fail_is_written_only_after_the_bundle_is_published_and_the_replica_answered() {
+    let api = installed().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (answer, answered) = watch::channel(false);
+    let manager =
+        Manager::new(api.client(), &args(FailurePolicy::Fail), dir.path()).with_answered(answered);
+    let now = OffsetDateTime::now_utc();
+    // A replica that does not lead never touches the policy, answered or not.
+    let follower = manager.sync(now, false).await.unwrap();
+    assert!(!follower.policy_set);
+    assert_eq!(policy(&api), "Ignore");
+    // The leader publishes the bundle but has not answered yet: still Ignore.
+    let first = manager.sync(now, true).await.unwrap();
+    assert!(first.bundle_published && !first.policy_set, "{first:?}");
+    assert!(bundle(&api).is_string());
+    assert_eq!(policy(&api), "Ignore");
+    // Its listener answered: the configured policy holds from the next round.
+    answer.send_replace(true);
+    let second = manager.sync(now, true).await.unwrap();
+    assert!(second.policy_set, "{second:?}");
+    assert_eq!(policy(&api), "Fail");
+    // A re-applied manifest puts Ignore back; the next round restores Fail.
+    api.edit(CONFIGS, "", CONFIG, |c| {
+        c["webhooks"][0]["failurePolicy"] = json!("Ignore")
+    });
+    assert!(manager.sync(now, true).await.unwrap().policy_set);
+    assert_eq!(policy(&api), "Fail");
+    // Nothing left to write.
+    assert!(!manager.sync(now, true).await.unwrap().policy_set);
+}
+
+#[tokio::test]
+async fn a_configured_ignore_is_written_without_waiting() {
+    let api = installed().await;
+    api.edit(CONFIGS, "", CONFIG, |c| {
+        c["webhooks"][0]["failurePolicy"] = json!("Fail")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let manager = Manager::new(api.client(), &args(FailurePolicy::Ignore), dir.path())
+        .with_answered(watch::channel(false).1);
+    let synced = manager.sync(OffsetDateTime::now_utc(), true).await.unwrap();
+    assert!(synced.policy_set, "{synced:?}");
+    assert_eq!(policy(&api), "Ignore");
+}
+
+#[tokio::test]
+async fn the_secret_it_creates_is_owned_by_the_webhook_configuration() {
+    let api = installed().await;
+    let uid = api.get(CONFIGS, "", CONFIG).unwrap()["metadata"]["uid"].clone();
+    let dir = tempfile::tempdir().unwrap();
+    Manager::new(api.client(), &args(FailurePolicy::Fail), dir.path())
+        .sync(OffsetDateTime::now_utc(), false)
+        .await
+        .unwrap();
+    let secret = api.get("secrets", NS, SECRET).unwrap();
+    let owners = secret["metadata"]["ownerReferences"].as_array().unwrap();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(owners[0]["kind"], "MutatingWebhookConfiguration");
+    assert_eq!(owners[0]["name"], CONFIG);
+    assert_eq!(owners[0]["uid"], uid);
+    assert!(owners[0].get("blockOwnerDeletion").is_none());
+}
+
+#[tokio::test]
+async fn without_the_configuration_the_secret_has_no_owner_and_the_server_still_starts() {
+    let api = FakeApi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    Manager::new(api.client(), &args(FailurePolicy::Fail), dir.path())
+        .sync(OffsetDateTime::now_utc(), false)
+        .await
+        .unwrap();
+    let secret = api.get("secrets", NS, SECRET).unwrap();
+    assert!(secret["metadata"].get("ownerReferences").is_none());
+}
+
+/// `serve` as the Deployment runs it: the configuration stays `Ignore` until the process has
+/// published the bundle and its own TLS probe of `/readyz` passed, then becomes `Fail`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_switches_to_fail_once_its_own_listener_answers() {
+    let api = installed().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.kubeconfig(dir.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--workers",
+            "1",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--tls-dir")
+        .arg(dir.path().join("certs"))
+        .args(["--self-managed-certs=true", "--failure-policy=Fail"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let switched = eventually(1500, || async { policy(&api) == "Fail" }).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(switched, "the policy stayed {}", policy(&api));
+    // The bundle was there first: Fail never points kube-apiserver at an untrusted server.
+    assert!(bundle(&api).is_string());
+    let patches: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == CONFIGS && r.method == hyper::Method::PATCH)
+        .collect();
+    assert_eq!(patches.len(), 2, "the bundle, then the policy: {patches:?}");
+}
