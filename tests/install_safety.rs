@@ -12,7 +12,8 @@ use std::process::{Command, Stdio};
 use ksvc_webhook::certmgr::{CertArgs, FailurePolicy, Manager};
 use serde_json::{Value, json};
 use support::FakeApi;
-use support::harness::eventually;
+use support::harness::KillOnDrop;
+use support::poll;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
@@ -147,7 +148,7 @@ async fn serve_switches_to_fail_once_its_own_listener_answers() {
     let api = installed().await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = api.kubeconfig(dir.path());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"))
+    let child = Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"))
         .args([
             "serve",
             "--listen",
@@ -165,10 +166,15 @@ async fn serve_switches_to_fail_once_its_own_listener_answers() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let switched = eventually(1500, || async { policy(&api) == "Fail" }).await;
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(switched, "the policy stayed {}", policy(&api));
+    let server = KillOnDrop(Some(child));
+    let switched = || async { policy(&api) == "Fail" };
+    poll::until_async(
+        "the leader writes failurePolicy Fail",
+        poll::LIMIT,
+        switched,
+    )
+    .await;
+    drop(server);
     // The bundle was there first: Fail never points kube-apiserver at an untrusted server.
     assert!(bundle(&api).is_string());
     let patches: Vec<_> = api
