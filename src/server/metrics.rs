@@ -188,7 +188,7 @@ impl Metrics {
         );
         reg.register(
             "connections_refused",
-            "Connections closed at once by listener and cap (max_connections, max_connections_per_ip)",
+            "Connections closed by listener and reason: refused at a cap (max_connections, max_connections_per_ip), or evicted to make room for a newcomer",
             metrics.connections_refused.clone(),
         );
         reg.register(
