@@ -126,7 +126,7 @@ mod tests {
         assert!(q.starts_with("\"éxxx"), "{q}");
         assert!(q.ends_with("…\" (102 bytes)"), "{q}");
         assert!(q.len() < QUOTED + 24, "{q}");
-        let v = violation("r", "p", "y".repeat(5 * PART), "fix");
+        let v = violation("name", "p", "y".repeat(5 * PART), "fix");
         assert!(v.problem.len() < PART + 40, "{}", v.problem.len());
         assert!(
             v.problem
