@@ -4,11 +4,10 @@
 //! answered, the policy is `Fail`: an invalid KService is refused, and with the process gone a
 //! write is refused too. The app created in the gap is in the drift report.
 
-use serde_json::Value;
-use support::cli::run_bin;
 use support::control_plane::{ControlPlane, MUTATING, Webhook, free_port};
 
 use crate::objects::example;
+use crate::readmit::drift_report;
 
 /// The configuration as a fresh install leaves it: `Ignore`, pointed at a port nobody serves.
 fn fresh_install(plane: &ControlPlane) {
@@ -49,22 +48,7 @@ fn a_write_before_the_webhook_answered_passes_and_shows_in_drift_then_fail_holds
     assert_eq!(refused.code, Some(1), "{}", refused.stdout);
     assert!(refused.stderr.contains(MUTATING), "{}", refused.stderr);
 
-    let kubeconfig = plane.kubeconfig.display().to_string();
-    let drift = run_bin(
-        &[
-            "drift",
-            "-n",
-            &ns,
-            "-o",
-            "json",
-            "--kubeconfig",
-            &kubeconfig,
-        ],
-        &[],
-        b"",
-    );
-    let report: Value = serde_json::from_str(&drift.stdout)
-        .unwrap_or_else(|e| panic!("drift -o json ({e}): {}{}", drift.stdout, drift.stderr));
+    let report = drift_report(plane, &ns);
     let row = report
         .as_array()
         .unwrap()

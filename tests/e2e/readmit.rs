@@ -11,16 +11,36 @@ use crate::status_api::{get, reader};
 
 const SHA: &str = "/metadata/annotations/flyte.org~1spec-sha";
 
-/// `ksvc-webhook drift` (with the admin's credentials) reports `name` in `ns` as drifted.
-fn assert_drift_reported(plane: &ControlPlane, ns: &str, name: &str) {
+/// The drift report of the KServices in `ns` as `ksvc-webhook drift -f -` judges the cluster's
+/// objects, read by the admin, with the catalogue from the cluster. The default, the server's own
+/// report through the service proxy, cannot reach here: the proxy dials pod addresses only, and
+/// the e2e webhook is a local process behind an ExternalName Service.
+pub fn drift_report(plane: &ControlPlane, ns: &str) -> Value {
     let kubeconfig = plane.kubeconfig.display().to_string();
+    let stored = plane
+        .kubectl(&["get", "ksvc", "-n", ns, "-o", "yaml"])
+        .ok("read the KServices");
+    let args = [
+        "drift",
+        "-f",
+        "-",
+        "--sidecars-from-cluster",
+        "-o",
+        "json",
+        "--kubeconfig",
+    ];
     let drift = run_bin(
-        &["drift", "-n", ns, "-o", "json", "--kubeconfig", &kubeconfig],
+        &[&args[..], &[kubeconfig.as_str()]].concat(),
         &[],
-        b"",
+        stored.stdout.as_bytes(),
     );
-    let report: Value = serde_json::from_str(&drift.stdout)
-        .unwrap_or_else(|e| panic!("drift -o json ({e}): {}{}", drift.stdout, drift.stderr));
+    serde_json::from_str(&drift.stdout)
+        .unwrap_or_else(|e| panic!("drift -o json ({e}): {}{}", drift.stdout, drift.stderr))
+}
+
+/// The drift report names `name` in `ns` as drifted.
+fn assert_drift_reported(plane: &ControlPlane, ns: &str, name: &str) {
+    let report = drift_report(plane, ns);
     let row = report
         .as_array()
         .unwrap()
