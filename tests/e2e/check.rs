@@ -14,7 +14,7 @@ use support::control_plane::{ControlPlane, MUTATING, Webhook};
 /// The checks a cluster without pods cannot pass.
 const NEED_PODS: [&str; 2] = ["endpoints", "status-api"];
 
-/// `check -o json` as the admin: each check's id with (ok, message).
+/// `check -o json` as the admin: each check's id with (ok, message and details).
 fn check(plane: &ControlPlane) -> BTreeMap<String, (bool, String)> {
     let kubeconfig = plane.kubeconfig.display().to_string();
     let ran = run_bin(
@@ -30,15 +30,17 @@ fn check(plane: &ControlPlane) -> BTreeMap<String, (bool, String)> {
         .iter()
         .map(|c| {
             let id = c["check"].as_str().unwrap().to_owned();
-            (
-                id,
-                (
-                    c["ok"] == true,
-                    c["message"].as_str().unwrap_or("").to_owned(),
-                ),
-            )
+            (id, (c["ok"] == true, message_and_details(c)))
         })
         .collect()
+}
+
+/// A check's message, then its details (a missing permission a line), one a line.
+fn message_and_details(check: &Value) -> String {
+    let details = check["details"].as_array().into_iter().flatten();
+    let lines = std::iter::once(&check["message"]).chain(details);
+    let text: Vec<&str> = lines.filter_map(Value::as_str).collect();
+    text.join("\n")
 }
 
 fn failing(report: &BTreeMap<String, (bool, String)>) -> Vec<&str> {
