@@ -123,29 +123,15 @@ async fn page(
         proxy_path(&args.webhook_namespace, &args.webhook_service),
         query.finish()
     );
-    let request = Request::get(path)
-        .body(kube::client::Body::empty())
-        .map_err(|e| unreadable(e.to_string()))?;
-    let send = async {
-        let response = client.send(request).await?;
-        let (parts, body) = response.into_parts();
-        let bytes = http_body_util::BodyExt::collect(body).await?.to_bytes();
-        Ok::<_, kube::Error>((parts, bytes))
-    };
-    let (parts, bytes) = match tokio::time::timeout(TIMEOUT, send).await {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(err)) => {
+    let (parts, bytes) = match get(client, path, TIMEOUT).await {
+        Ok(answer) => answer,
+        Err(Unanswered::Call(err)) => {
             return Err(Error::ApiServer {
                 at,
                 source: errors::Error::from_kube(&err, server),
             });
         }
-        Err(_) => {
-            return Err(unreadable(format!(
-                "no answer within {}s",
-                TIMEOUT.as_secs()
-            )));
-        }
+        Err(other) => return Err(unreadable(other.to_string())),
     };
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let code = parts.status;
@@ -179,4 +165,46 @@ async fn page(
         .filter(|t| !t.is_empty())
         .map(str::to_owned);
     Ok((records, token))
+}
+
+/// Why a [`get`] has no answer.
+pub(crate) enum Unanswered {
+    /// The path makes no request.
+    Request(String),
+    /// The call failed: the API server refused it or could not be reached.
+    Call(kube::Error),
+    /// Nothing came within the limit.
+    Timeout(Duration),
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Request(why) => f.write_str(why),
+            Self::Call(err) => write!(f, "{err}"),
+            Self::Timeout(limit) => write!(f, "no answer within {}s", limit.as_secs()),
+        }
+    }
+}
+
+/// `GET path` on the API server (a service proxy path, for `app`, `drift` and `check`) within
+/// `limit`: the answer's head and its whole body.
+pub(crate) async fn get(
+    client: &Client,
+    path: String,
+    limit: Duration,
+) -> Result<(axum::http::response::Parts, bytes::Bytes), Unanswered> {
+    let request = Request::get(path)
+        .body(kube::client::Body::empty())
+        .map_err(|e| Unanswered::Request(e.to_string()))?;
+    let send = async {
+        let response = client.send(request).await?;
+        let (parts, body) = response.into_parts();
+        let bytes = http_body_util::BodyExt::collect(body).await?.to_bytes();
+        Ok::<_, kube::Error>((parts, bytes))
+    };
+    match tokio::time::timeout(limit, send).await {
+        Ok(answer) => answer.map_err(Unanswered::Call),
+        Err(_) => Err(Unanswered::Timeout(limit)),
+    }
 }

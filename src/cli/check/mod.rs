@@ -35,6 +35,7 @@ use time::OffsetDateTime;
 
 use crate::cli::app::TIMEOUT;
 use crate::cli::help;
+use crate::cli::status::{self as proxy, Unanswered};
 use crate::cluster::call;
 use crate::cluster::client::{self, ClientArgs};
 use crate::cluster::errors;
@@ -238,19 +239,12 @@ async fn status_api(client: &Client, install: &Install<'_>, server: &str) -> pro
         "{}/apps?limit=1",
         crate::cli::status::proxy_path(install.namespace, install.service)
     );
-    let request = axum::http::Request::get(path)
-        .body(kube::client::Body::empty())
-        .map_err(|e| e.to_string())?;
-    let send = async {
-        let response = client.send(request).await?;
-        let (parts, body) = response.into_parts();
-        let bytes = http_body_util::BodyExt::collect(body).await?.to_bytes();
-        Ok::<_, kube::Error>((parts, bytes))
-    };
-    let (parts, bytes) = match tokio::time::timeout(TIMEOUT, send).await {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(err)) => return Err(errors::Error::from_kube(&err, server).to_string()),
-        Err(_) => return Err(format!("no answer within {}s", TIMEOUT.as_secs())),
+    let (parts, bytes) = match proxy::get(client, path, TIMEOUT).await {
+        Ok(answer) => answer,
+        Err(Unanswered::Call(err)) => {
+            return Err(errors::Error::from_kube(&err, server).to_string());
+        }
+        Err(other) => return Err(other.to_string()),
     };
     let challenge = parts
         .headers
