@@ -14,8 +14,9 @@
 //! namespace or all, `watch` for streams; see [`super::auth`]). A cluster-wide `/apps` of a
 //! caller who may list only some namespaces is filtered to those and says so in
 //! [`FILTERED_HEADER`]. Open streams re-check access every re-check period and end with an
-//! `ERROR` event once it is gone. Streams are limited overall, per caller and per
-//! ServiceAccount namespace (429 beyond, [`super::streams`]). When the server stops (the drain
+//! `ERROR` event once it is gone (a re-check that could not be made, over the review budgets or
+//! with the API server unavailable, is tried again three times first). Streams are limited
+//! overall, per caller and per ServiceAccount namespace (429 beyond, [`super::streams`]). When the server stops (the drain
 //! after SIGTERM is over), every stream ends with an `ERROR` event of code 503: reconnect,
 //! another replica answers.
 //!
@@ -44,7 +45,8 @@ use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer, StatusMetrics};
 use super::frames::{encode, encode_end, encode_going_away};
 use super::names::{self, BadName};
 use super::pages::{self, Asked, Paging};
-use super::streams::{LimitHit, Maximums, StreamLimits};
+use super::streams::{self, LimitHit, Maximums, StreamLimits};
+use crate::server::activity::Peer;
 use crate::server::shutdown::Stopping;
 use crate::watch::hub::{AppKey, AppRecord, Filter, Hub, Subscription};
 
@@ -130,11 +132,15 @@ fn not_synced() -> Response {
 }
 
 /// The authenticated caller with its reviewer, `None` when the API is unauthenticated.
-async fn caller(s: &ApiState, headers: &HeaderMap) -> Result<Option<Checked>, Refusal> {
+async fn caller(
+    s: &ApiState,
+    headers: &HeaderMap,
+    peer: Option<&Peer>,
+) -> Result<Option<Checked>, Refusal> {
     let Some(reviewer) = s.reviewer.clone() else {
         return Ok(None);
     };
-    let caller = reviewer.authenticate(headers).await?;
+    let caller = reviewer.authenticate(headers, peer.map(|p| p.ip)).await?;
     Ok(Some(Checked { reviewer, caller }))
 }
 
@@ -187,28 +193,30 @@ impl Checked {
 }
 
 /// What every route checks first: the names it was given, the cache has synced, then who the
-/// caller is (`None` when status is unauthenticated).
+/// caller is (`None` when status is unauthenticated), as sent from `peer`'s address.
 async fn gate(
     s: &ApiState,
     headers: &HeaderMap,
+    peer: Option<Extension<Peer>>,
     names: Result<(), BadName>,
 ) -> Result<Option<Checked>, Response> {
     names.map_err(bad_name)?;
     if !s.synced.load(Ordering::Acquire) {
         return Err(not_synced());
     }
-    caller(s, headers)
+    caller(s, headers, peer.as_ref().map(|Extension(p)| p))
         .await
         .map_err(IntoResponse::into_response)
 }
 
 async fn list(
     State(s): State<ApiState>,
+    peer: Option<Extension<Peer>>,
     headers: HeaderMap,
     Query(filter): Query<Filter>,
     Query(paging): Query<Paging>,
 ) -> Response {
-    let checked = match gate(&s, &headers, names::check_filter(&filter)).await {
+    let checked = match gate(&s, &headers, peer, names::check_filter(&filter)).await {
         Ok(checked) => checked,
         Err(response) => return response,
     };
@@ -292,11 +300,12 @@ async fn full_listing(s: ApiState, checked: Option<Checked>, filter: Filter) -> 
 
 async fn one(
     State(s): State<ApiState>,
+    peer: Option<Extension<Peer>>,
     headers: HeaderMap,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     // Access first: a caller without it learns nothing, not even whether the app exists.
-    let checked = match gate(&s, &headers, names::check_path(&namespace, &name)).await {
+    let checked = match gate(&s, &headers, peer, names::check_path(&namespace, &name)).await {
         Ok(checked) => checked,
         Err(response) => return response,
     };
@@ -329,10 +338,11 @@ fn watch_needs(filter: &Filter) -> Attributes {
 async fn watch(
     State(s): State<ApiState>,
     stopping: Option<Extension<Stopping>>,
+    peer: Option<Extension<Peer>>,
     headers: HeaderMap,
     Query(filter): Query<Filter>,
 ) -> Response {
-    let recheck = match gate(&s, &headers, names::check_filter(&filter)).await {
+    let recheck = match gate(&s, &headers, peer, names::check_filter(&filter)).await {
         Ok(None) => None,
         Ok(Some(c)) => {
             let needs = watch_needs(&filter);
@@ -428,6 +438,8 @@ struct Recheck {
     checked: Checked,
     needs: Attributes,
     next: tokio::time::Instant,
+    /// Re-checks in a row that could not be made.
+    tries: u32,
 }
 
 impl Recheck {
@@ -437,6 +449,7 @@ impl Recheck {
             checked,
             needs,
             next,
+            tries: 0,
         }
     }
 
@@ -447,7 +460,18 @@ impl Recheck {
         let caller = reviewer.reauthenticate(&self.checked.caller).await?;
         reviewer.require(&caller, self.needs.clone()).await?;
         self.next = tokio::time::Instant::now() + reviewer.recheck();
+        self.tries = 0;
         Ok(())
+    }
+
+    /// After `refusal`, when to try again: only when the review could not be made (retrying
+    /// can help), and only [`streams::RECHECK_RETRIES`] times in a row; `None` ends the stream.
+    fn retry(&mut self, refusal: &Refusal) -> Option<std::time::Duration> {
+        refusal.retry_after()?;
+        let wait = streams::recheck_backoff(self.tries)?;
+        self.tries += 1;
+        self.next = tokio::time::Instant::now() + wait;
+        Some(wait)
     }
 }
 
@@ -472,12 +496,16 @@ impl Streaming {
                 event = self.sub.next() => return encode(&event, self.sse),
                 () = until(recheck_at) => {
                     let Some(recheck) = self.recheck.as_mut() else { continue };
-                    if let Err(refusal) = recheck.still_allowed().await {
-                        tracing::info!(user = ?recheck.checked.caller.user.username, reason = ?refusal.to_string(), "status watch stream cut off");
-                        self.metrics.watch_cut.inc();
-                        self.ended = true;
-                        return encode_end(&refusal, self.sse);
+                    let Err(refusal) = recheck.still_allowed().await else { continue };
+                    let user = recheck.checked.caller.user.username.clone();
+                    if let Some(wait) = recheck.retry(&refusal) {
+                        tracing::info!(user = ?user, reason = ?refusal.to_string(), retry_in_secs = wait.as_secs(), tries = recheck.tries, "status watch stream's re-check could not be made; waiting to try again");
+                        continue;
                     }
+                    tracing::info!(user = ?user, reason = ?refusal.to_string(), "status watch stream cut off");
+                    self.metrics.watch_cut.inc();
+                    self.ended = true;
+                    return encode_end(&refusal, self.sse);
                 }
                 () = stopped(&mut self.stopping) => {
                     self.ended = true;

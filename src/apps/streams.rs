@@ -1,10 +1,13 @@
 //! PURE: the count of open `/apps/watch` streams against their limits: overall, per caller
 //! (username) and per ServiceAccount namespace (every `system:serviceaccount:NS:…` caller of one
-//! namespace together, so a tenant who can create ServiceAccounts cannot multiply its share).
+//! namespace together, so a tenant who can create ServiceAccounts cannot multiply its share);
+//! and how long a stream whose re-check could not be made waits before trying again
+//! ([`recheck_backoff`]).
 //!
 //! Owns only counts; never opens, ends or times a stream (that is the routes', in http.rs).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use super::access::service_account_namespace;
 
@@ -108,6 +111,17 @@ impl StreamLimits {
     }
 }
 
+/// Times an open stream tries its re-check again when the review could not be made (the review
+/// budgets or the API server were overloaded) before it ends.
+pub const RECHECK_RETRIES: u32 = 3;
+
+/// How long a stream waits before re-check retry number `tries` (from 0): 1 s, 2 s, then 4 s;
+/// `None` once [`RECHECK_RETRIES`] are spent. Seven seconds in all: a stream goes on unchecked
+/// for at most that beyond its re-check period.
+pub fn recheck_backoff(tries: u32) -> Option<Duration> {
+    (tries < RECHECK_RETRIES).then(|| Duration::from_secs(1 << tries))
+}
+
 fn count(map: &HashMap<String, usize>, key: &str) -> usize {
     map.get(key).copied().unwrap_or(0)
 }
@@ -193,5 +207,15 @@ mod tests {
         limits.close(Some("system:serviceaccount:other:sa-0"));
         limits.close(Some("alice"));
         assert!(limits.by_caller.is_empty() && limits.by_namespace.is_empty());
+    }
+
+    #[test]
+    fn a_recheck_is_tried_again_three_times_with_growing_waits() {
+        let waits: Vec<_> = (0..5).map(recheck_backoff).collect();
+        let secs = Duration::from_secs;
+        assert_eq!(
+            waits,
+            [Some(secs(1)), Some(secs(2)), Some(secs(4)), None, None]
+        );
     }
 }

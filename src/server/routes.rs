@@ -72,8 +72,12 @@ pub struct AppState {
 
 /// An access check of a route; `Err` is the response to send instead of the route's.
 pub trait Guard: Send + Sync + std::fmt::Debug {
-    /// Check a request's headers.
-    fn check(&self, headers: HeaderMap) -> BoxFuture<'static, Result<(), Response>>;
+    /// Check a request's headers, sent from `from` when its address is known.
+    fn check(
+        &self,
+        headers: HeaderMap,
+        from: Option<std::net::IpAddr>,
+    ) -> BoxFuture<'static, Result<(), Response>>;
 }
 
 /// Shared by reference: axum clones the state for every request.
@@ -344,9 +348,14 @@ async fn readyz(State(state): State<Shared>) -> (StatusCode, String) {
     }
 }
 
-async fn metrics(State(state): State<Shared>, headers: HeaderMap) -> Response {
+async fn metrics(
+    State(state): State<Shared>,
+    peer: Option<Extension<Peer>>,
+    headers: HeaderMap,
+) -> Response {
+    let from = peer.map(|Extension(p)| p.ip);
     if let Some(guard) = &state.metrics_guard
-        && let Err(refused) = guard.check(headers).await
+        && let Err(refused) = guard.check(headers, from).await
     {
         return refused;
     }

@@ -356,8 +356,10 @@ impl FakeApi {
         self.cut.send_modify(|n| *n += 1);
     }
 
-    /// Hold every write (PUT, DELETE) to one object for `delay` before handling it, as a slow
-    /// API server or admission webhook would. The request is recorded when it arrives.
+    /// Hold every write (PUT, DELETE, and POST: a create, or a review when `resource` is
+    /// `tokenreviews` or `subjectaccessreviews` and `ns` and `name` are empty) to one object for
+    /// `delay` before handling it, as a slow API server or admission webhook would. The request is
+    /// recorded when it arrives.
     pub fn delay_writes(&self, resource: &str, ns: &str, name: &str, delay: std::time::Duration) {
         let key = (resource.to_owned(), ns.to_owned(), name.to_owned());
         self.inner.lock().unwrap().write_delays.insert(key, delay);
@@ -365,7 +367,7 @@ impl FakeApi {
 
     /// How long a write with `method` to this object is held.
     fn write_delay(&self, method: &Method, key: Key) -> Option<std::time::Duration> {
-        let write = *method == Method::PUT || *method == Method::DELETE;
+        let write = [Method::PUT, Method::DELETE, Method::POST].contains(method);
         let inner = self.inner.lock().unwrap();
         write
             .then(|| inner.write_delays.get(&key).copied())

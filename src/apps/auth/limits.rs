@@ -1,6 +1,7 @@
 //! PURE: how many reviews the status API may send: token buckets (a steady rate with a burst),
-//! one for the TokenReviews of tokens it has never seen and one per caller for everything else,
-//! the per-caller ones in a map of bounded size.
+//! one for the TokenReviews of tokens it has never seen, one per address in front of it, and one
+//! per caller for everything else, the per-key ones in a map of bounded size; and the reviews in
+//! flight per address ([`InFlight`]).
 //!
 //! Owns no clock (time comes in as an argument) and sends nothing.
 
@@ -111,6 +112,47 @@ impl Buckets {
     }
 }
 
+/// Reviews in flight per key (an address), at most `max` each. Holds only keys with a review
+/// in flight, so it never outgrows the reviews in flight.
+#[derive(Debug)]
+pub struct InFlight {
+    max: usize,
+    by_key: HashMap<String, usize>,
+}
+
+impl InFlight {
+    /// None in flight; at most `max` (at least one) per key.
+    pub fn new(max: usize) -> Self {
+        Self {
+            max: max.max(1),
+            by_key: HashMap::new(),
+        }
+    }
+
+    /// Count one more review of `key`, unless it has its most in flight already.
+    pub fn begin(&mut self, key: &str) -> bool {
+        if let Some(n) = self.by_key.get_mut(key) {
+            if *n >= self.max {
+                return false;
+            }
+            *n += 1;
+            return true;
+        }
+        self.by_key.insert(key.to_owned(), 1);
+        true
+    }
+
+    /// Forget a review [`begin`](Self::begin) counted.
+    pub fn end(&mut self, key: &str) {
+        if let Some(n) = self.by_key.get_mut(key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.by_key.remove(key);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +221,25 @@ mod tests {
             "alice and bob refilled and went; dave stays"
         );
         assert!(!buckets.is_empty());
+    }
+
+    #[test]
+    fn each_address_has_its_share_of_the_reviews_in_flight() {
+        let mut flights = InFlight::new(2);
+        assert!(flights.begin("10.0.0.1"));
+        assert!(flights.begin("10.0.0.1"));
+        assert!(!flights.begin("10.0.0.1"), "its share is taken");
+        assert!(flights.begin("10.0.0.2"), "another address has its own");
+        flights.end("10.0.0.1");
+        assert!(flights.begin("10.0.0.1"), "an ended review frees its place");
+        for _ in 0..2 {
+            flights.end("10.0.0.1");
+        }
+        flights.end("10.0.0.2");
+        flights.end("10.0.0.3");
+        assert!(
+            flights.by_key.is_empty(),
+            "only addresses with a review in flight are kept"
+        );
     }
 }

@@ -1,7 +1,10 @@
 //! The `/metrics` check of `--metrics-auth`: a bearer token allowed `get` on the non-resource
 //! URL `/metrics` (what kube-rbac-proxy asks for Prometheus), through a reviewer of its own, so
-//! a flood of `/apps` requests does not spend the scraper's budgets.
+//! a flood of `/apps` requests does not spend the scraper's budgets. Its budgets are shared as
+//! the status API's are: new tokens per address first, then for everyone, with a quarter of the
+//! reviews in flight kept for known callers (the scraper, once its token is cached).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::http::HeaderMap;
@@ -29,10 +32,14 @@ impl MetricsAccess {
 }
 
 impl crate::server::routes::Guard for MetricsAccess {
-    fn check(&self, headers: HeaderMap) -> BoxFuture<'static, Result<(), Response>> {
+    fn check(
+        &self,
+        headers: HeaderMap,
+        from: Option<IpAddr>,
+    ) -> BoxFuture<'static, Result<(), Response>> {
         let reviewer = self.reviewer.clone();
         async move {
-            let caller = reviewer.authenticate(&headers).await;
+            let caller = reviewer.authenticate(&headers, from).await;
             let needs = Attributes::Path("/metrics".into());
             let allowed = match caller {
                 Ok(caller) => reviewer.require(&caller, needs).await,

@@ -22,6 +22,9 @@ pub const RETRY_AFTER_SECS: u64 = 5;
 pub enum Budget {
     /// TokenReviews of tokens this server has not seen (one budget for everyone).
     NewTokens,
+    /// TokenReviews of tokens this server has not seen, sent from one address (its share of
+    /// [`Budget::NewTokens`]).
+    Address,
     /// The reviews of one caller.
     Caller,
 }
@@ -31,6 +34,7 @@ impl Budget {
     pub fn label(self) -> &'static str {
         match self {
             Budget::NewTokens => "new_tokens",
+            Budget::Address => "address",
             Budget::Caller => "caller",
         }
     }
@@ -64,6 +68,7 @@ pub enum Refusal {
 fn budget_text(budget: Budget) -> &'static str {
     match budget {
         Budget::NewTokens => "too many new tokens are being checked",
+        Budget::Address => "too many new tokens from your address are being checked",
         Budget::Caller => "you are sending too many requests that need an access review",
     }
 }

@@ -2,16 +2,23 @@
 //! that user may read what a request needs (SubjectAccessReview), as Kubernetes add-ons do it,
 //! through the answer caches ([`super::flight`]) and within the review budgets:
 //!
-//! - a TokenReview of a token never seen (or pushed out of the cache) spends from one bucket
-//!   shared by everyone ([`Settings::new_token_rate`]); a known token's re-check, and every
+//! - a TokenReview of a token never seen (or pushed out of the cache) spends first from its
+//!   address's bucket, an [`ADDRESS_SHARE`]th of the new-token rate, then from one bucket shared
+//!   by everyone ([`Settings::new_token_rate`]); a known token's re-check, and every
 //!   SubjectAccessReview, spends from its user's bucket ([`Settings::caller_rate`]);
-//! - at most [`Settings::max_in_flight`] reviews are in flight at once;
+//! - at most [`Settings::max_in_flight`] reviews are in flight at once, of which a quarter are
+//!   kept for known callers: the TokenReviews of new tokens take at most the rest, and one
+//!   address at most an [`ADDRESS_SHARE`]th of that;
 //! - beyond a budget the answer is 429 or 503 with `Retry-After`, never "allowed".
+//!
+//! So a few pods that send garbage tokens spend their addresses' shares, and a new legitimate
+//! token from elsewhere, and every known caller, still gets its review.
 //!
 //! A thin shell: every decision is the API server's or [`crate::apps::access`]'s; the calls are
 //! [`super::reviews`]'s. Tokens are never logged, and never kept beyond the request (or the
 //! watch stream) that carries them.
 
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -24,7 +31,7 @@ use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use super::cache::CacheKey;
 use super::caller::Caller;
 use super::flight::Flight;
-use super::limits::{Buckets, Rate, TokenBucket};
+use super::limits::{Buckets, InFlight, Rate, TokenBucket};
 use super::metrics::StatusMetrics;
 use super::refusal::{Budget, Refusal};
 use super::reviews::{self, Call};
@@ -36,6 +43,12 @@ use crate::cluster::client::{self, ClientArgs};
 const MAX_CALLER_BUCKETS: usize = 4096;
 /// Reviews one cluster-wide `/apps` of a namespace-scoped caller keeps in flight at a time.
 const FAN_OUT: usize = 4;
+/// Most addresses with a new-token bucket of their own (beyond, they share one).
+const MAX_ADDRESS_BUCKETS: usize = 4096;
+/// One address may use this fraction (1/N) of the new-token rate and of the new tokens' reviews
+/// in flight: it takes eight pods together to spend the whole budget, and the threat this
+/// guards against is "any four pods".
+pub const ADDRESS_SHARE: u32 = 8;
 
 /// Where the reviewer gets its client: one given (tests), or connected on first use.
 pub enum ClientSource {
@@ -127,10 +140,47 @@ fn now() -> Instant {
 enum Spend<'a> {
     /// Nothing: the request already spent for it.
     Paid,
-    /// From the bucket of tokens never seen, shared by everyone.
-    NewToken,
+    /// From the bucket of tokens never seen, shared by everyone, after the bucket of the
+    /// address it came from (when known).
+    NewToken(Option<&'a str>),
     /// From this user's bucket.
     Caller(&'a str),
+}
+
+/// What a review holds while it is in flight: its place among all reviews, and for a new
+/// token its place among new tokens' and its address's.
+struct Permit {
+    _all: OwnedSemaphorePermit,
+    _new: Option<OwnedSemaphorePermit>,
+    _address: Option<AddressPlace>,
+}
+
+/// One review of a new token from an address, counted in [`Reviewer::address_flights`] until
+/// dropped.
+struct AddressPlace {
+    flights: Arc<Mutex<InFlight>>,
+    address: String,
+}
+
+impl Drop for AddressPlace {
+    fn drop(&mut self) {
+        lock(&self.flights).end(&self.address);
+    }
+}
+
+/// The share of `rate` one address may use: an [`ADDRESS_SHARE`]th, at least one review a
+/// second and a burst of one.
+fn address_rate(rate: Rate) -> Rate {
+    Rate {
+        per_second: (rate.per_second / ADDRESS_SHARE).max(1),
+        burst: (rate.burst / ADDRESS_SHARE).max(1),
+    }
+}
+
+/// How many of `max_in_flight` reviews new tokens may hold: all but a quarter (the known
+/// callers'), at least one.
+fn new_token_flights(max_in_flight: usize) -> usize {
+    (max_in_flight - max_in_flight / 4).max(1)
 }
 
 /// Asks the API server who a token belongs to and what it may read, through the caches.
@@ -141,8 +191,11 @@ pub struct Reviewer {
     tokens: Arc<Flight<Identity>>,
     access: Arc<Flight<Access>>,
     new_tokens: Mutex<TokenBucket>,
+    addresses: Mutex<Buckets>,
     callers: Mutex<Buckets>,
     in_flight: Arc<Semaphore>,
+    new_in_flight: Arc<Semaphore>,
+    address_flights: Arc<Mutex<InFlight>>,
     metrics: StatusMetrics,
 }
 
@@ -161,12 +214,19 @@ impl Reviewer {
         let tokens = Flight::new(size, bytes, ttl, metrics.cache_bytes("token"));
         let access = Flight::new(size, bytes, ttl, metrics.cache_bytes("access"));
         let callers = Buckets::new(settings.caller_rate, MAX_CALLER_BUCKETS, now());
+        let per_address = address_rate(settings.new_token_rate);
+        let addresses = Buckets::new(per_address, MAX_ADDRESS_BUCKETS, now());
+        let new_flights = new_token_flights(settings.max_in_flight);
+        let share = usize::try_from(ADDRESS_SHARE).unwrap_or(usize::MAX);
         Self {
             source,
             client: OnceCell::new(),
             new_tokens: Mutex::new(TokenBucket::full(now())),
+            addresses: Mutex::new(addresses),
             callers: Mutex::new(callers),
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight)),
+            new_in_flight: Arc::new(Semaphore::new(new_flights)),
+            address_flights: Arc::new(Mutex::new(InFlight::new(new_flights / share))),
             tokens: Arc::new(tokens),
             access: Arc::new(access),
             settings,
@@ -208,48 +268,104 @@ impl Reviewer {
         })
     }
 
-    /// Let one review of `kind` start: take an in-flight permit, then spend from its budget
-    /// (a request refused for want of a permit spends nothing).
-    fn admit(&self, kind: &'static str, spend: Spend<'_>) -> Result<OwnedSemaphorePermit, Refusal> {
-        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+    /// Let one review of `kind` start: take its in-flight places, then spend from its budgets
+    /// (a request refused for want of a place spends nothing).
+    fn admit(&self, kind: &'static str, spend: Spend<'_>) -> Result<Permit, Refusal> {
+        let overloaded = || {
             self.metrics.refuse(kind, "overloaded");
-            return Err(Refusal::Overloaded);
+            Refusal::Overloaded
+        };
+        let (address, new) = match spend {
+            Spend::NewToken(from) => {
+                let address = match from {
+                    Some(from) => Some(self.address_place(from).ok_or_else(|| {
+                        self.metrics.refuse(kind, "rate_limited");
+                        Refusal::RateLimited {
+                            budget: Budget::Address,
+                            retry_after: Duration::from_secs(1),
+                        }
+                    })?),
+                    None => None,
+                };
+                let new = self.new_in_flight.clone().try_acquire_owned();
+                (address, Some(new.map_err(|_| overloaded())?))
+            }
+            Spend::Paid | Spend::Caller(_) => (None, None),
+        };
+        let all = self.in_flight.clone().try_acquire_owned();
+        let permit = Permit {
+            _all: all.map_err(|_| overloaded())?,
+            _new: new,
+            _address: address,
         };
         let spent = match spend {
             Spend::Paid => Ok(()),
-            Spend::NewToken => lock(&self.new_tokens).take(self.settings.new_token_rate, now()),
-            Spend::Caller(user) => lock(&self.callers).take(user, now()),
+            Spend::NewToken(from) => self.spend_new_token(from),
+            Spend::Caller(user) => lock(&self.callers)
+                .take(user, now())
+                .map_err(|wait| (Budget::Caller, wait)),
         };
-        let Err(retry_after) = spent else {
+        let Err((budget, retry_after)) = spent else {
             return Ok(permit);
         };
         self.metrics.refuse(kind, "rate_limited");
-        let budget = match spend {
-            Spend::NewToken => Budget::NewTokens,
-            Spend::Paid | Spend::Caller(_) => Budget::Caller,
-        };
         Err(Refusal::RateLimited {
             budget,
             retry_after,
         })
     }
 
-    /// The caller of a request with these headers: 401 without a usable token or with one the
-    /// API server rejects (an oversized one is refused without asking).
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, Refusal> {
+    /// A place for one more review of a new token from `address`, unless it has its share in
+    /// flight already.
+    fn address_place(&self, address: &str) -> Option<AddressPlace> {
+        lock(&self.address_flights)
+            .begin(address)
+            .then(|| AddressPlace {
+                flights: self.address_flights.clone(),
+                address: address.to_owned(),
+            })
+    }
+
+    /// Spend one new-token review: from `from`'s bucket first (so one address cannot empty the
+    /// shared one), then from the shared bucket.
+    fn spend_new_token(&self, from: Option<&str>) -> Result<(), (Budget, Duration)> {
+        if let Some(address) = from {
+            lock(&self.addresses)
+                .take(address, now())
+                .map_err(|wait| (Budget::Address, wait))?;
+        }
+        lock(&self.new_tokens)
+            .take(self.settings.new_token_rate, now())
+            .map_err(|wait| (Budget::NewTokens, wait))
+    }
+
+    /// The caller of a request with these headers, sent `from` this address when known: 401
+    /// without a usable token or with one the API server rejects (an oversized one is refused
+    /// without asking).
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        from: Option<IpAddr>,
+    ) -> Result<Caller, Refusal> {
         let header = headers
             .get(header::AUTHORIZATION)
             .map(HeaderValue::as_bytes);
         let token = access::bearer(header).map_err(|e| Refusal::Unauthenticated(e.to_string()))?;
-        self.authenticate_token(Arc::from(token)).await
+        let from = from.map(|ip| ip.to_string());
+        self.authenticate_token(Arc::from(token), from.as_deref())
+            .await
     }
 
     /// Check `caller`'s token again (an open stream does so every re-check period).
     pub async fn reauthenticate(&self, caller: &Caller) -> Result<Caller, Refusal> {
-        self.authenticate_token(caller.token.clone()).await
+        self.authenticate_token(caller.token.clone(), None).await
     }
 
-    async fn authenticate_token(&self, token: Arc<str>) -> Result<Caller, Refusal> {
+    async fn authenticate_token(
+        &self,
+        token: Arc<str>,
+        from: Option<&str>,
+    ) -> Result<Caller, Refusal> {
         let hash = TokenHash::of(&token);
         let call = self.call().await?;
         let review = {
@@ -260,7 +376,7 @@ impl Reviewer {
         // tokens cannot stop the re-checks of known callers.
         let admit = |last: Option<Identity>| match &last {
             Some(Identity::User(user)) => self.admit("token", Spend::Caller(&user.username)),
-            _ => self.admit("token", Spend::NewToken),
+            _ => self.admit("token", Spend::NewToken(from)),
         };
         let key = CacheKey::token(&hash);
         match self.tokens.get_or_fetch(key, admit, review).await? {

@@ -22,4 +22,6 @@ mod slots;
 #[cfg(test)]
 mod soak;
 #[cfg(test)]
+mod tokens;
+#[cfg(test)]
 mod uploads;
