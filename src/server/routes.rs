@@ -194,7 +194,7 @@ async fn read_and_decide(
                 BodyError::Unreadable => (StatusCode::BAD_REQUEST, Outcome::Invalid),
             };
             state.metrics.observe("", outcome, seconds(started));
-            tracing::debug!(error = %refused, "admission request not read");
+            tracing::debug!(target: trace::REFUSED_TARGET, error = %refused, "admission request not read");
             let mut response = error(status, &refused.to_string());
             if status == StatusCode::SERVICE_UNAVAILABLE {
                 let retry = HeaderValue::from_static(RETRY_AFTER_SECS);
@@ -291,7 +291,7 @@ async fn decide(
         }
         Ok(Err(err)) => {
             state.metrics.observe("", Outcome::Invalid, elapsed);
-            tracing::warn!(error = %err, "undecodable admission request");
+            tracing::warn!(target: trace::REFUSED_TARGET, error = %err, "undecodable admission request");
             error(StatusCode::BAD_REQUEST, &err.to_string())
         }
         Err(_) => {

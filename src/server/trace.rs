@@ -19,6 +19,10 @@ use crate::admission::Summary;
 /// The `tracing` target of the review spans: the one target the OpenTelemetry layer exports.
 pub const SPAN_TARGET: &str = "ksvc_webhook::review";
 
+/// The `tracing` target of the lines about refused requests (undecodable or oversized reviews,
+/// status requests denied): the log drops them first when it must drop lines.
+pub const REFUSED_TARGET: &str = "ksvc_webhook::refused";
+
 /// The most bytes of a string attribute: a review's strings come from its sender, and a span
 /// outlives the request in the exporter's queue. Kubernetes names fit (253 bytes at most).
 pub const MAX_ATTRIBUTE_BYTES: usize = 256;

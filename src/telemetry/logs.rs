@@ -5,13 +5,20 @@
 //! syscall on the request path (and a wake-up of the container runtime reading the pipe); here a
 //! request only appends its formatted line to a buffer, and a thread writes whatever has
 //! accumulated every [`FLUSH_EVERY`]. The buffer is bounded: past [`MAX_BUFFERED`] bytes lines
-//! are dropped and the count is logged, rather than growing memory when stdout stalls. Dropping
-//! the [`Guard`] writes what is left. Never formats or filters: tracing-subscriber does that.
+//! are dropped and the count is logged, rather than growing memory when stdout stalls.
+//!
+//! Lines come in two priorities. The lines of refused requests (target [`REFUSED_TARGET`]:
+//! undecodable reviews, oversized ones, status requests denied) are what a client can make the
+//! server write as fast as it likes, so they are dropped first: they may fill at most
+//! [`MAX_BUFFERED_REFUSED`] of the buffer, and at most [`REFUSED_BYTES_PER_SEC`] (bursts of
+//! [`REFUSED_BURST`]) reach stdout. Every other line, the decisions on well-formed reviews
+//! among them, has the rest of the buffer. Dropping the [`Guard`] writes what is left. Never
+//! formats or filters: tracing-subscriber does that.
 
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -21,7 +28,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::{SubscriberInitExt as _, TryInitError};
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
-use crate::server::trace::SPAN_TARGET;
+use crate::server::trace::{REFUSED_TARGET, SPAN_TARGET};
 
 /// How log lines are written (`serve --log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -36,12 +43,79 @@ pub enum LogFormat {
 pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
 /// Buffered bytes beyond which new lines are dropped (and counted).
 pub const MAX_BUFFERED: usize = 4 << 20;
+/// Buffered bytes beyond which the lines of refused requests are dropped: the rest of the
+/// buffer stays for every other line.
+pub const MAX_BUFFERED_REFUSED: usize = MAX_BUFFERED / 4;
+/// Bytes a second of lines of refused requests, at most: 20 s of a flood log at most
+/// 256 KiB + 20 × 64 KiB = 1.5 MiB of them.
+pub const REFUSED_BYTES_PER_SEC: u64 = 64 << 10;
+/// The bytes of lines of refused requests that may come at once after a quiet time.
+pub const REFUSED_BURST: u64 = 256 << 10;
 
-#[derive(Debug, Default)]
+/// PURE: bytes that may be taken now, refilled at a steady rate up to a burst. Time comes in
+/// as an argument.
+#[derive(Debug, Clone, Copy)]
+struct ByteBucket {
+    available: u64,
+    refilled_at: Option<Instant>,
+}
+
+impl ByteBucket {
+    /// Full, with [`REFUSED_BURST`].
+    const fn full() -> Self {
+        Self {
+            available: REFUSED_BURST,
+            refilled_at: None,
+        }
+    }
+
+    /// Take `bytes` at `now` if there are that many.
+    fn take(&mut self, bytes: usize, now: Instant) -> bool {
+        const NANOS: u64 = 1_000_000_000;
+        let at = *self.refilled_at.get_or_insert(now);
+        let since = now.saturating_duration_since(at).as_nanos();
+        let refill = u64::try_from(since)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(REFUSED_BYTES_PER_SEC)
+            / NANOS;
+        if refill > 0 {
+            self.available = self.available.saturating_add(refill).min(REFUSED_BURST);
+            // The clock moves on by the time those whole bytes took, so that frequent calls
+            // lose no fraction of a byte; a full bucket banks nothing.
+            let took = Duration::from_nanos(refill.saturating_mul(NANOS) / REFUSED_BYTES_PER_SEC);
+            self.refilled_at = match self.available == REFUSED_BURST {
+                true => Some(now),
+                false => Some(at + took),
+            };
+        }
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        let taken = bytes <= self.available;
+        if taken {
+            self.available -= bytes;
+        }
+        taken
+    }
+}
+
+#[derive(Debug)]
 struct Pending {
     bytes: Vec<u8>,
     dropped: u64,
+    dropped_refused: u64,
+    refused: ByteBucket,
     closed: bool,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Self {
+            bytes: Vec::new(),
+            dropped: 0,
+            dropped_refused: 0,
+            refused: ByteBucket::full(),
+            closed: false,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -60,6 +134,8 @@ impl Shared {
 #[derive(Debug, Clone)]
 pub struct Batched {
     shared: Arc<Shared>,
+    /// Writes the lines of refused requests (dropped first).
+    refused: bool,
 }
 
 /// Writes the remaining lines and stops the writer thread when dropped.
@@ -79,6 +155,7 @@ pub fn batched<W: Write + Send + 'static>(out: W) -> (Batched, Guard) {
         .ok();
     let writer = Batched {
         shared: shared.clone(),
+        refused: false,
     };
     (writer, Guard { shared, thread })
 }
@@ -86,17 +163,25 @@ pub fn batched<W: Write + Send + 'static>(out: W) -> (Batched, Guard) {
 fn write_loop<W: Write>(shared: &Shared, mut out: W) {
     let mut batch = Vec::new();
     loop {
-        let (dropped, closed) = {
+        let (dropped, dropped_refused, closed) = {
             let pending = shared.lock();
             let (mut pending, _) = shared
                 .wake
                 .wait_timeout_while(pending, FLUSH_EVERY, |p| !p.closed)
                 .unwrap_or_else(PoisonError::into_inner);
             std::mem::swap(&mut pending.bytes, &mut batch);
-            (std::mem::take(&mut pending.dropped), pending.closed)
+            let dropped = std::mem::take(&mut pending.dropped);
+            let dropped_refused = std::mem::take(&mut pending.dropped_refused);
+            (dropped, dropped_refused, pending.closed)
         };
         if dropped > 0 {
             let _ = writeln!(out, "log buffer full: {dropped} log lines dropped");
+        }
+        if dropped_refused > 0 {
+            let _ = writeln!(
+                out,
+                "{dropped_refused} log lines of refused requests dropped (over their share of the log)"
+            );
         }
         // A failing stdout cannot be reported anywhere; the lines are lost.
         let _ = out.write_all(&batch).and_then(|()| out.flush());
@@ -110,9 +195,16 @@ fn write_loop<W: Write>(shared: &Shared, mut out: W) {
 impl Write for Batched {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let mut pending = self.shared.lock();
-        match pending.bytes.len() + buf.len() > MAX_BUFFERED {
-            true => pending.dropped += 1,
-            false => pending.bytes.extend_from_slice(buf),
+        let room = match self.refused {
+            true => MAX_BUFFERED_REFUSED,
+            false => MAX_BUFFERED,
+        };
+        let fits = pending.bytes.len() + buf.len() <= room
+            && (!self.refused || pending.refused.take(buf.len(), Instant::now()));
+        match (fits, self.refused) {
+            (true, _) => pending.bytes.extend_from_slice(buf),
+            (false, true) => pending.dropped_refused += 1,
+            (false, false) => pending.dropped += 1,
         }
         Ok(buf.len())
     }
@@ -127,6 +219,14 @@ impl<'a> MakeWriter<'a> for Batched {
 
     fn make_writer(&'a self) -> Self::Writer {
         self.clone()
+    }
+
+    /// The lines of refused requests get the writer that drops them first.
+    fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> Self::Writer {
+        Batched {
+            shared: self.shared.clone(),
+            refused: meta.target() == REFUSED_TARGET,
+        }
     }
 }
 
@@ -231,11 +331,64 @@ mod tests {
         let shared = Arc::new(Shared::default());
         let mut writer = Batched {
             shared: shared.clone(),
+            refused: false,
         };
         let line = vec![b'x'; MAX_BUFFERED / 2 + 1];
         writer.write_all(&line).unwrap();
         writer.write_all(&line).unwrap();
         let pending = shared.lock();
         assert_eq!((pending.bytes.len(), pending.dropped), (line.len(), 1));
+    }
+
+    #[test]
+    fn lines_of_refused_requests_are_dropped_first_and_held_to_their_rate() {
+        let shared = Arc::new(Shared::default());
+        let mut decisions = Batched {
+            shared: shared.clone(),
+            refused: false,
+        };
+        let mut refused = Batched {
+            shared: shared.clone(),
+            refused: true,
+        };
+        // A flood of refused requests' lines takes its burst, then is dropped.
+        let line = vec![b'r'; 1024];
+        for _ in 0..1000 {
+            refused.write_all(&line).unwrap();
+        }
+        let (kept, dropped) = {
+            let p = shared.lock();
+            (p.bytes.len(), p.dropped_refused)
+        };
+        assert!(kept <= REFUSED_BURST as usize, "{kept}");
+        assert!(kept >= REFUSED_BURST as usize - 2 * line.len(), "{kept}");
+        assert_eq!(dropped as usize, 1000 - kept / line.len());
+        // The decisions still have the rest of the buffer.
+        let decision = vec![b'd'; MAX_BUFFERED - MAX_BUFFERED_REFUSED];
+        decisions.write_all(&decision).unwrap();
+        let p = shared.lock();
+        assert_eq!((p.bytes.len(), p.dropped), (kept + decision.len(), 0));
+    }
+
+    #[test]
+    fn the_refused_lines_share_refills_at_its_rate_up_to_its_burst() {
+        let t0 = Instant::now();
+        let mut bucket = ByteBucket::full();
+        assert!(bucket.take(REFUSED_BURST as usize, t0));
+        assert!(!bucket.take(1, t0), "the burst is spent");
+        // Refilled a byte at a time over many small steps, as over one long one.
+        let step = Duration::from_micros(10);
+        let mut now = t0;
+        for _ in 0..100_000 {
+            now += step;
+            bucket.take(0, now);
+        }
+        let second = REFUSED_BYTES_PER_SEC as usize;
+        assert!(bucket.take(second - 64, now), "a second refills its rate");
+        assert!(!bucket.take(128, now));
+        // An idle hour refills the burst, no more.
+        let later = now + Duration::from_secs(3600);
+        assert!(bucket.take(REFUSED_BURST as usize, later));
+        assert!(!bucket.take(1, later));
     }
 }

@@ -38,6 +38,7 @@ use super::reviews::{self, Call};
 use crate::apps::access::{self, Access, Attributes, Identity, TokenHash};
 use crate::apps::args::StatusApiArgs;
 use crate::cluster::client::{self, ClientArgs};
+use crate::server::trace::REFUSED_TARGET;
 
 /// Most callers with a review bucket of their own (beyond, they share one).
 const MAX_CALLER_BUCKETS: usize = 4096;
@@ -455,7 +456,7 @@ impl Reviewer {
         match self.check(caller, &needs).await? {
             Access::Allowed => Ok(()),
             Access::Denied(reason) => {
-                tracing::info!(user = ?caller.user.username, needs = ?needs, reason = ?reason, "status API access denied");
+                tracing::info!(target: REFUSED_TARGET, user = ?caller.user.username, needs = ?needs, reason = ?reason, "status API access denied");
                 Err(Refusal::Forbidden {
                     user: caller.user.username.clone(),
                     needs,

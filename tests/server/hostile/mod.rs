@@ -14,6 +14,8 @@ mod budget;
 #[cfg(test)]
 mod conns;
 #[cfg(test)]
+mod logs;
+#[cfg(test)]
 mod served;
 #[cfg(test)]
 mod shutdown;
