@@ -220,9 +220,11 @@ async fn failing_revisions_pause_the_wave_until_the_policy_changes() {
     let fake = FakeApi::start().await;
     let policy = Policy::default();
     fake.admit_with(policy.clone());
-    fake.put("namespaces", json!({"metadata": {"name": "apps"}}));
-    for app in ["b1", "b2", "b3", "b4"] {
-        let mut broken = before_the_webhook("apps", app);
+    // In four namespaces: one namespace's failures would pause only that one.
+    for (i, app) in ["b1", "b2", "b3", "b4"].iter().enumerate() {
+        let namespace = format!("team-{i}");
+        fake.put("namespaces", json!({"metadata": {"name": namespace}}));
+        let mut broken = before_the_webhook(&namespace, app);
         broken["spec"]["template"]["spec"]["containers"][0]["image"] =
             json!("registry.example/broken:1");
         fake.put("services", broken);

@@ -252,9 +252,11 @@ async fn a_webhook_in_the_chain_that_cannot_be_called_trips_the_breaker() {
     let fake = FakeApi::start().await;
     let policy = Policy::default();
     fake.admit_with(policy.clone());
-    fake.put("namespaces", json!({"metadata": {"name": "apps"}}));
-    for app in ["w1", "w2", "w3", "w4"] {
-        fake.put("services", before_the_webhook("apps", app));
+    // In four namespaces: one namespace's failures would pause only that one.
+    for (i, app) in ["w1", "w2", "w3", "w4"].iter().enumerate() {
+        let namespace = format!("team-{i}");
+        fake.put("namespaces", json!({"metadata": {"name": namespace}}));
+        fake.put("services", before_the_webhook(&namespace, app));
     }
     // kube-apiserver's answer when a webhook with failurePolicy Fail times out.
     let broken = Fault::Refusal(

@@ -202,7 +202,18 @@ impl Readmitter {
                 Step::Paused(failures) => {
                     tracing::warn!(
                         failures,
-                        "re-admission paused after failures in a row; it resumes when the policy changes or the server restarts"
+                        "re-admission paused after failures in a row across namespaces; it resumes when the policy changes or the server restarts"
+                    );
+                    continue;
+                }
+                Step::NamespacePaused {
+                    namespace,
+                    failures,
+                } => {
+                    tracing::warn!(
+                        namespace = ?namespace,
+                        failures,
+                        "re-admission paused in one namespace after failures in a row there; it goes on in the others, and resumes there when the policy changes or the server restarts"
                     );
                     continue;
                 }
@@ -255,7 +266,7 @@ impl Readmitter {
                 let note = format!("written again, but {why}");
                 self.event(ksvc, true, "ReadmitFailed", note, None);
             }
-            Step::Paused(_) | Step::Probe => {}
+            Step::Paused(_) | Step::NamespacePaused { .. } | Step::Probe => {}
         }
     }
 

@@ -8,7 +8,12 @@
 //! `interval` has passed since the last start. An unsettled app that carries the re-admission
 //! annotation is counted in flight even if another leader wrote it, so pacing survives a leader
 //! change; one that failed here is not counted (nor failed) again until it changes.
-//! `max_failures` failures in a row pause the wave until the policy changes.
+//!
+//! Failures are counted per namespace: `max_failures` failures in a row in one namespace (with no
+//! app of it settling between) pause that namespace, and the wave goes on elsewhere, so one
+//! tenant's broken images cannot stop the wave for everyone. The whole wave pauses when
+//! `max_failures` failures in a row, with nothing settling anywhere between, come from at least
+//! [`PAUSE_ALL_NAMESPACES`] namespaces. Both last until the policy changes.
 //!
 //! An API server that cannot be reached (a watch or a call of the wave's failed) holds the wave:
 //! nothing starts, and the clocks of the apps in flight stop, since the cache can no longer show
@@ -23,6 +28,11 @@ use std::time::Duration;
 use super::super::hub::AppKey;
 use super::super::view::Stored;
 use crate::admission::drift::{Drift, Reason};
+
+/// Namespaces whose failures in a row pause the whole wave. Two tenants' broken images can fail
+/// at the same time by chance; three unrelated namespaces failing with nothing settling between
+/// them points at what they share: the policy, the sidecars, the platform.
+pub const PAUSE_ALL_NAMESPACES: usize = 3;
 
 /// Where re-admission acts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -48,7 +58,8 @@ pub struct Settings {
     pub interval: Duration,
     /// How long a re-admitted app may take to settle before it counts as failed.
     pub ready_timeout: Duration,
-    /// Failures in a row that pause the wave.
+    /// Failures in a row that pause a namespace (and the wave, across
+    /// [`PAUSE_ALL_NAMESPACES`] namespaces).
     pub max_failures: u32,
 }
 
@@ -102,8 +113,10 @@ pub enum Step {
         why: String,
         timed_out: bool,
     },
-    /// The wave paused after this many failures in a row.
+    /// The wave paused after this many failures in a row, across namespaces.
     Paused(u32),
+    /// The wave stopped starting apps of one namespace after this many failures in a row there.
+    NamespacePaused { namespace: String, failures: u32 },
     /// The API server could not be reached: ask it whether it answers again.
     Probe,
 }
@@ -140,7 +153,13 @@ pub struct Wave {
     /// Apps that failed, with the generation that failed: not taken in flight again (and
     /// counted again) until they change.
     failed: BTreeMap<AppKey, i64>,
+    /// Failures in a row, with nothing settled between, and the namespaces they came from.
     failures: u32,
+    failing_namespaces: BTreeSet<String>,
+    /// Failures in a row per namespace, with nothing of that namespace settled between.
+    by_namespace: BTreeMap<String, u32>,
+    /// Namespaces paused (and said so).
+    paused_namespaces: BTreeSet<String>,
     paused: bool,
     /// The last start, or the API server's answer after an outage: the next start waits
     /// `interval` after it.
@@ -183,7 +202,18 @@ impl Wave {
         self.unfixable.retain(|k, _| seen.contains(k));
         self.refused.retain(|k, _| seen.contains(k));
         self.failed.retain(|k, _| seen.contains(k));
-        if self.failures >= settings.max_failures.max(1) && !self.paused {
+        let max = settings.max_failures.max(1);
+        for (namespace, &failures) in &self.by_namespace {
+            if failures >= max && self.paused_namespaces.insert(namespace.clone()) {
+                let namespace = namespace.clone();
+                steps.push(Step::NamespacePaused {
+                    namespace,
+                    failures,
+                });
+            }
+        }
+        let spread = self.failing_namespaces.len() >= PAUSE_ALL_NAMESPACES;
+        if self.failures >= max && spread && !self.paused {
             self.paused = true;
             steps.push(Step::Paused(self.failures));
         }
@@ -222,6 +252,10 @@ impl Wave {
             && !app.deleting
             && !app.opted_out
             && !self.writing.contains(app.key)
+            && self
+                .by_namespace
+                .get(&app.key.namespace)
+                .is_none_or(|n| *n < settings.max_failures.max(1))
             && self.unfixable.get(app.key) != Some(app.stored)
             && self.refused.get(app.key) != Some(app.stored)
     }
@@ -236,6 +270,8 @@ impl Wave {
             (_, true) => {
                 self.in_flight.remove(app.key);
                 self.failures = 0;
+                self.failing_namespaces.clear();
+                self.by_namespace.remove(&app.key.namespace);
                 return Some(Step::Converged(key));
             }
             (Some(why), false) if seen => Some((why.clone(), false)),
@@ -257,7 +293,7 @@ impl Wave {
         let (why, timed_out) = failed?;
         self.in_flight.remove(app.key);
         self.failed.insert(key.clone(), app.generation.max(written));
-        self.failures += 1;
+        self.failure(&key.namespace);
         Some(Step::Failed {
             key,
             why,
@@ -290,10 +326,17 @@ impl Wave {
                 self.unfixable.insert(key.clone(), stored);
             }
             Written::Refused => {
-                self.failures += 1;
+                self.failure(&key.namespace);
                 self.refused.insert(key.clone(), stored);
             }
         }
+    }
+
+    /// Count a failure of an app of `namespace`.
+    fn failure(&mut self, namespace: &str) {
+        self.failures += 1;
+        self.failing_namespaces.insert(namespace.to_owned());
+        *self.by_namespace.entry(namespace.to_owned()).or_default() += 1;
     }
 
     /// The API server could not be reached at `now`: hold the wave until it answers. Returns
@@ -332,6 +375,9 @@ impl Wave {
     pub fn policy_changed(&mut self) {
         self.paused = false;
         self.failures = 0;
+        self.failing_namespaces.clear();
+        self.by_namespace.clear();
+        self.paused_namespaces.clear();
         self.unfixable.clear();
         self.refused.clear();
     }
@@ -342,6 +388,9 @@ impl Wave {
         *self = Self {
             paused: self.paused,
             failures: self.failures,
+            failing_namespaces: std::mem::take(&mut self.failing_namespaces),
+            by_namespace: std::mem::take(&mut self.by_namespace),
+            paused_namespaces: std::mem::take(&mut self.paused_namespaces),
             down_since: self.down_since,
             ..Self::default()
         };

@@ -7,8 +7,12 @@ use crate::admission::drift::Finding;
 use crate::watch::view::KService;
 
 fn key(name: &str) -> AppKey {
+    key_in("apps", name)
+}
+
+fn key_in(namespace: &str, name: &str) -> AppKey {
     AppKey {
-        namespace: "apps".into(),
+        namespace: namespace.into(),
         name: name.into(),
     }
 }
@@ -208,11 +212,38 @@ fn starts_wait_for_room_and_the_interval() {
     );
 }
 
+/// Write the app the wave `started` at `at`, and let its new Revision fail: the wave's steps
+/// a second later.
+fn write_and_fail(
+    wave: &mut Wave,
+    settings: &Settings,
+    apps: &mut [Fixture],
+    started: &AppKey,
+    at: u64,
+) -> Vec<Step> {
+    wave.written(&started, stored("app:1"), &NEW_REVISION, S(at));
+    // Written through admission: converged, but its new Revision fails.
+    let app = apps.iter_mut().find(|a| a.key == *started).unwrap();
+    app.drift = drift(&[]);
+    app.readmitted = true;
+    app.settled = false;
+    app.failed = Some("RevisionFailed: image pull".into());
+    let seen = wave.step(settings, view(apps), S(at + 1));
+    assert!(
+        matches!(&seen[0], Step::Failed { key: k, timed_out: false, .. } if k == started),
+        "{seen:?}"
+    );
+    seen
+}
+
 #[test]
-fn failures_in_a_row_pause_the_wave_until_the_policy_changes() {
+fn failures_in_a_row_across_namespaces_pause_the_wave_until_the_policy_changes() {
     let mut apps: Vec<Fixture> = ["a", "b", "c", "d"]
         .iter()
-        .map(|n| app(n, &[Reason::StaleSidecars]))
+        .map(|ns| Fixture {
+            key: key_in(ns, "app"),
+            ..app("app", &[Reason::StaleSidecars])
+        })
         .collect();
     let settings = Settings {
         interval: Duration::ZERO,
@@ -220,19 +251,10 @@ fn failures_in_a_row_pause_the_wave_until_the_policy_changes() {
     };
     let mut wave = Wave::default();
     let mut seen = wave.step(&settings, view(&apps), S(0));
-    for (i, name) in ["a", "b", "c"].iter().enumerate() {
-        assert_eq!(seen.last(), Some(&Step::Start(key(name))), "{seen:?}");
-        wave.written(&key(name), stored("app:1"), &NEW_REVISION, S(i as u64));
-        // Written through admission: converged, but its new Revision fails.
-        apps[i].drift = drift(&[]);
-        apps[i].readmitted = true;
-        apps[i].settled = false;
-        apps[i].failed = Some("RevisionFailed: image pull".into());
-        seen = wave.step(&settings, view(&apps), S(i as u64 + 1));
-        assert!(
-            matches!(&seen[0], Step::Failed { key: k, timed_out: false, .. } if *k == key(name)),
-            "{seen:?}"
-        );
+    for (i, ns) in ["a", "b", "c"].iter().enumerate() {
+        let started = key_in(ns, "app");
+        assert_eq!(seen.last(), Some(&Step::Start(started.clone())), "{seen:?}");
+        seen = write_and_fail(&mut wave, &settings, &mut apps, &started, i as u64);
     }
     assert_eq!(seen.last(), Some(&Step::Paused(3)), "{seen:?}");
     assert!(wave.paused());
@@ -240,7 +262,58 @@ fn failures_in_a_row_pause_the_wave_until_the_policy_changes() {
     wave.policy_changed();
     assert_eq!(
         wave.step(&settings, view(&apps), S(101)),
-        [Step::Start(key("d"))]
+        [Step::Start(key_in("d", "app"))]
+    );
+}
+
+#[test]
+fn one_namespace_failing_pauses_only_that_namespace() {
+    let mut apps: Vec<Fixture> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .map(|n| Fixture {
+            key: key_in("tenant", n),
+            ..app(n, &[Reason::StaleSidecars])
+        })
+        .collect();
+    apps.push(Fixture {
+        key: key_in("other", "x"),
+        ..app("x", &[Reason::StaleSidecars])
+    });
+    let settings = Settings {
+        interval: Duration::ZERO,
+        ..all()
+    };
+    let mut wave = Wave::default();
+    let mut seen = wave.step(&settings, view(&apps), S(0));
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        let started = key_in("tenant", name);
+        assert_eq!(seen.last(), Some(&Step::Start(started.clone())), "{seen:?}");
+        seen = write_and_fail(&mut wave, &settings, &mut apps, &started, i as u64);
+    }
+    let paused = Step::NamespacePaused {
+        namespace: "tenant".into(),
+        failures: 3,
+    };
+    assert!(seen.contains(&paused), "{seen:?}");
+    assert!(!wave.paused(), "the other namespaces go on");
+    assert!(!seen.contains(&Step::Paused(3)), "{seen:?}");
+    // The tenant's other apps wait; the other namespace's app starts.
+    assert_eq!(
+        seen.last(),
+        Some(&Step::Start(key_in("other", "x"))),
+        "{seen:?}"
+    );
+    let done = Written::Yes {
+        new_revision: false,
+        generation: 2,
+    };
+    wave.written(&key_in("other", "x"), stored("app:1"), &done, S(9));
+    apps[5].drift = drift(&[]);
+    assert_eq!(wave.step(&settings, view(&apps), S(10)), [], "said once");
+    wave.policy_changed();
+    assert_eq!(
+        wave.step(&settings, view(&apps), S(11)),
+        [Step::Start(key_in("tenant", "d"))]
     );
 }
 
