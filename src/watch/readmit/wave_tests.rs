@@ -221,7 +221,7 @@ fn write_and_fail(
     started: &AppKey,
     at: u64,
 ) -> Vec<Step> {
-    wave.written(&started, stored("app:1"), &NEW_REVISION, S(at));
+    wave.written(started, stored("app:1"), &NEW_REVISION, S(at));
     // Written through admission: converged, but its new Revision fails.
     let app = apps.iter_mut().find(|a| a.key == *started).unwrap();
     app.drift = drift(&[]);
