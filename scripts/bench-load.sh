@@ -11,7 +11,7 @@
 # BIN (the binary, default ./target/release/ksvc-webhook: another build, to compare side by side),
 # SERVER_ARGS (extra `serve` flags), SERVER_ENV (extra env of the server, e.g.
 # "MIMALLOC_ARENA_EAGER_COMMIT=0"), RUST_LOG (server log level, default info), OTLP=1 to export
-# one span per review (`--otlp-endpoint`) to scripts/otlp-sink.py on OTLP_PORT (default 14318),
+# one span per review (`--otlp-endpoint --otlp-untraced-reviews`) to scripts/otlp-sink.py on OTLP_PORT (default 14318),
 # pinned with oha to LOAD_CPU; the sink's counts and the server's export warnings are printed
 # at the end.
 set -euo pipefail
@@ -85,7 +85,7 @@ if [[ ${OTLP:-0} == 1 ]]; then
     curl -sf -X POST "http://127.0.0.1:$OTLP_PORT/v1/traces" -o /dev/null && break
     sleep 0.1
   done
-  SERVER_ARGS="${SERVER_ARGS:-} --otlp-endpoint http://127.0.0.1:$OTLP_PORT"
+  SERVER_ARGS="${SERVER_ARGS:-} --otlp-endpoint http://127.0.0.1:$OTLP_PORT --otlp-untraced-reviews"
 fi
 
 # No cluster here: certificates from files, no watch loop (its cache would never sync, and

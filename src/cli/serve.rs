@@ -34,7 +34,10 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let spans = args
         .otlp_endpoint
         .as_deref()
-        .map(|endpoint| crate::telemetry::otlp::provider(endpoint, runtime.handle().clone()))
+        .map(|endpoint| {
+            let untraced = args.otlp_untraced_reviews;
+            crate::telemetry::otlp::provider(endpoint, untraced, runtime.handle().clone())
+        })
         .transpose()?;
     // Dropped last: the remaining log lines are written after the server has stopped.
     let _logs = crate::telemetry::logs::init(args.log_format, spans.as_ref());
@@ -385,6 +388,11 @@ pub struct ServeArgs {
     /// `traceparent` (off when unset).
     #[arg(long, env = "KSVC_WEBHOOK_OTLP_ENDPOINT", value_name = "URL", value_parser = crate::telemetry::otlp::parse_endpoint)]
     pub otlp_endpoint: Option<String>,
+    /// With --otlp-endpoint, also export the spans of reviews that carry no `traceparent`, each a
+    /// new trace (by default only reviews whose `traceparent` kube-apiserver sampled are
+    /// exported).
+    #[arg(long, env = "KSVC_WEBHOOK_OTLP_UNTRACED_REVIEWS")]
+    pub otlp_untraced_reviews: bool,
     #[command(flatten)]
     pub policy: PolicyArgs,
     #[command(flatten)]

@@ -82,7 +82,8 @@ impl<'a> TraceContext<'a> {
 
 /// The span of one review on `route`: a child of the API server's span when `parent` is its
 /// `traceparent`, a new trace otherwise. The SDK's parent-based sampler keeps the API server's
-/// decision: a review whose parent is not sampled is not exported.
+/// decision: a review whose parent is not sampled is not exported, nor by default one without a
+/// parent (`--otlp-untraced-reviews` exports those).
 pub fn review_span(route: &'static str, parent: Option<TraceContext>) -> Span {
     let span = tracing::info_span!(
         target: SPAN_TARGET,

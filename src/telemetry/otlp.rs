@@ -1,6 +1,10 @@
 //! `serve --otlp-endpoint`: the OpenTelemetry pipeline that exports the review spans
 //! ([`crate::server::trace`]) to an OTLP/HTTP collector, and its end at shutdown.
 //!
+//! Which spans are exported: those of reviews whose `traceparent` kube-apiserver sampled (its
+//! decision is kept, so a busy cluster exports what its tracing samples, not every review); with
+//! `--otlp-untraced-reviews` also those of reviews without a `traceparent`, each a new trace.
+//!
 //! The spans go through `tracing`: an OpenTelemetry layer that sees only the review spans' target
 //! hands each ended span to the SDK's batch span processor, which queues it without blocking (at
 //! most [`QUEUE_SPANS`]; beyond that new spans are dropped and counted in one warning) and
@@ -23,7 +27,9 @@ use opentelemetry_http::hyper::HyperClient;
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{Protocol, SpanExporter, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider};
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider,
+};
 use tracing::Subscriber;
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Targets;
@@ -65,11 +71,22 @@ pub fn parse_endpoint(text: &str) -> Result<String, String> {
     }
 }
 
+/// Which reviews' spans a provider exports: always those whose `traceparent` is sampled, never
+/// those whose `traceparent` is not; `untraced` those without one (each a new trace).
+pub fn sampler(untraced: bool) -> Sampler {
+    let roots = match untraced {
+        true => Sampler::AlwaysOn,
+        false => Sampler::AlwaysOff,
+    };
+    Sampler::ParentBased(Box::new(roots))
+}
+
 /// The tracer provider exporting to `endpoint` (a base URL: spans go to `/v1/traces` under it),
-/// with the HTTP exchanges on `runtime`. Its resource is `service.name=ksvc-webhook`,
-/// `service.version`, and what `OTEL_RESOURCE_ATTRIBUTES` adds.
+/// with the HTTP exchanges on `runtime`, the spans [`sampler`] keeps. Its resource is
+/// `service.name=ksvc-webhook`, `service.version`, and what `OTEL_RESOURCE_ATTRIBUTES` adds.
 pub fn provider(
     endpoint: &str,
+    untraced: bool,
     runtime: tokio::runtime::Handle,
 ) -> anyhow::Result<SdkTracerProvider> {
     let https = endpoint.starts_with("https://");
@@ -98,6 +115,7 @@ pub fn provider(
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
         .build();
     Ok(SdkTracerProvider::builder()
+        .with_sampler(sampler(untraced))
         .with_span_processor(processor)
         .with_resource(resource)
         .build())

@@ -1,6 +1,7 @@
-//! `serve --otlp-endpoint` against an in-test OTLP/HTTP receiver: one span per review, a child of
-//! kube-apiserver's span from its `traceparent` (a new trace without one, none when the API
-//! server does not sample), with the decision's attributes, all sent by the time the process
+//! `serve --otlp-endpoint` against an in-test OTLP/HTTP receiver: one span per review whose
+//! `traceparent` kube-apiserver sampled, a child of its span (none when the API server does not
+//! sample; without a `traceparent` none, or a new trace with `--otlp-untraced-reviews`), with
+//! the decision's attributes, all sent by the time the process
 //! exits, over HTTP or HTTPS; and a collector that never answers costs no review anything, its queue stays bounded,
 //! and the exit waits for it only so long.
 
@@ -107,19 +108,21 @@ struct Served {
     _dir: tempfile::TempDir,
 }
 
-fn serve(collector: SocketAddr) -> Served {
+fn serve(collector: SocketAddr, untraced: bool) -> Served {
     let dir = tempfile::tempdir().unwrap();
     let certs = certs(dir.path());
-    serve_in(dir, &certs, &format!("http://{collector}"))
+    serve_in(dir, &certs, &format!("http://{collector}"), untraced)
 }
 
-/// `serve` with its certificates in `certs` (under `dir`), exporting to `endpoint`; the system
-/// CAs it trusts are `certs/ca.crt` alone (`SSL_CERT_FILE`).
-fn serve_in(dir: tempfile::TempDir, certs: &Path, endpoint: &str) -> Served {
+/// `serve` with its certificates in `certs` (under `dir`), exporting to `endpoint` (with
+/// `untraced`, the reviews without a `traceparent` too); the system CAs it trusts are
+/// `certs/ca.crt` alone (`SSL_CERT_FILE`).
+fn serve_in(dir: tempfile::TempDir, certs: &Path, endpoint: &str, untraced: bool) -> Served {
     let mut serve = cli::serve("127.0.0.1:0", certs);
     serve
         .args(["--no-watch", "--drain-period", "0s"])
         .env("KSVC_WEBHOOK_OTLP_ENDPOINT", endpoint)
+        .env("KSVC_WEBHOOK_OTLP_UNTRACED_REVIEWS", untraced.to_string())
         .env("SSL_CERT_FILE", certs.join("ca.crt"))
         .env_remove("SSL_CERT_DIR");
     let (child, stdout, addr) = started(serve);
@@ -193,15 +196,16 @@ fn attr(attributes: &[KeyValue], key: &str) -> Option<String> {
 #[tokio::test]
 async fn each_review_is_one_span_a_child_of_the_api_servers_span() {
     let (collector, received) = receiver().await;
-    let served = serve(collector);
+    let served = serve(collector, false);
     let mut conn = served.connect().await;
     let sampled = Some(format!("00-{TRACE}-{PARENT}-01"));
-    assert!(review(&mut conn, harness::review("otlp-1", 0), sampled).await);
+    assert!(review(&mut conn, harness::review("otlp-1", 0), sampled.clone()).await);
     let invalid = std::fs::read(format!(
         "{}/examples/invalid-review.json",
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap();
+    // Without a `traceparent`: not exported by default.
     assert!(!review(&mut conn, invalid, None).await);
     // A namespace no API server sends: the span keeps its first 256 bytes. (A uid that long is
     // refused before any decision.)
@@ -209,7 +213,7 @@ async fn each_review_is_one_span_a_child_of_the_api_servers_span() {
     let mut long =
         serde_json::from_slice::<serde_json::Value>(&harness::review("otlp-2", 0)).unwrap();
     long["request"]["namespace"] = serde_json::json!(huge);
-    assert!(review(&mut conn, serde_json::to_vec(&long).unwrap(), None).await);
+    assert!(review(&mut conn, serde_json::to_vec(&long).unwrap(), sampled).await);
     // The API server did not sample this one: neither does the webhook.
     let unsampled = Some(format!("00-{UNSAMPLED_TRACE}-{PARENT}-00"));
     assert!(review(&mut conn, harness::review("otlp-3", 0), unsampled).await);
@@ -218,7 +222,7 @@ async fn each_review_is_one_span_a_child_of_the_api_servers_span() {
     served.interrupt().await;
 
     let received = received.lock().unwrap();
-    assert_eq!(received.len(), 3, "{received:#?}");
+    assert_eq!(received.len(), 2, "{received:#?}");
     let by_uid = |want: &str| {
         let uid = |s: &Span| attr(&s.attributes, "admission.uid");
         let found = received
@@ -262,7 +266,33 @@ async fn each_review_is_one_span_a_child_of_the_api_servers_span() {
     let (_, long) = by_uid("otlp-2");
     let namespace = attr(&long.attributes, "admission.namespace");
     assert_eq!(namespace.as_deref(), Some(&huge[..256]));
-    let (_, root) = by_uid("c4e5f6a7-8b9c-4d0e-a1f2-3b4c5d6e7f03");
+}
+
+/// With `--otlp-untraced-reviews`, a review without a `traceparent` is a new trace; one the API
+/// server did not sample is still not exported.
+#[tokio::test]
+async fn untraced_reviews_are_new_traces_when_asked_for() {
+    let (collector, received) = receiver().await;
+    let served = serve(collector, true);
+    let mut conn = served.connect().await;
+    let invalid = std::fs::read(format!(
+        "{}/examples/invalid-review.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    assert!(!review(&mut conn, invalid, None).await);
+    let unsampled = Some(format!("00-{UNSAMPLED_TRACE}-{PARENT}-00"));
+    assert!(review(&mut conn, harness::review("otlp-3", 0), unsampled).await);
+    drop(conn);
+    served.interrupt().await;
+
+    let received = received.lock().unwrap();
+    assert_eq!(received.len(), 1, "{received:#?}");
+    let (_, root) = &received[0];
+    assert_eq!(
+        attr(&root.attributes, "admission.uid").as_deref(),
+        Some("c4e5f6a7-8b9c-4d0e-a1f2-3b4c5d6e7f03")
+    );
     assert!(root.parent_span_id.is_empty(), "{root:?}");
     assert_ne!(hex::encode(&root.trace_id), TRACE);
     assert_eq!(
@@ -282,7 +312,8 @@ async fn each_review_is_one_span_a_child_of_the_api_servers_span() {
 async fn a_collector_that_never_answers_holds_up_no_review() {
     // The kernel completes the handshakes; nothing ever reads or answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let served = serve(silent.local_addr().unwrap());
+    let served = serve(silent.local_addr().unwrap(), false);
+    let sampled = format!("00-{TRACE}-{PARENT}-01");
     let mut conns = Vec::new();
     for _ in 0..4 {
         conns.push(served.connect().await);
@@ -291,10 +322,14 @@ async fn a_collector_that_never_answers_holds_up_no_review() {
     // overflows; one export of 512 times out every 5 s. At most 20,000 reviews.
     let mut lines = Vec::new();
     for round in 0..20 {
-        let sends = conns.iter_mut().enumerate().map(|(c, conn)| async move {
-            for i in 0..250 {
-                let uid = format!("silent-{round}-{c}-{i}");
-                assert!(review(conn, harness::review(&uid, 0), None).await);
+        let sends = conns.iter_mut().enumerate().map(|(c, conn)| {
+            let sampled = sampled.clone();
+            async move {
+                for i in 0..250 {
+                    let uid = format!("silent-{round}-{c}-{i}");
+                    let traced = Some(sampled.clone());
+                    assert!(review(conn, harness::review(&uid, 0), traced).await);
+                }
             }
         });
         futures::future::join_all(sends).await;
@@ -326,7 +361,7 @@ async fn an_https_collector_gets_the_spans_over_verified_tls() {
     let certs = certs(dir.path());
     let (collector, received) = tls_receiver(&certs).await;
     let endpoint = format!("https://localhost:{}", collector.port());
-    let served = serve_in(dir, &certs, &endpoint);
+    let served = serve_in(dir, &certs, &endpoint, false);
     let mut conn = served.connect().await;
     let sampled = Some(format!("00-{TRACE}-{PARENT}-01"));
     assert!(review(&mut conn, harness::review("otlp-tls", 0), sampled).await);
