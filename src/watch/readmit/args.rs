@@ -40,8 +40,9 @@ pub struct ReadmitArgs {
     /// A re-admitted app whose new Revision is not Ready by then counts as failed.
     #[arg(long = "readmit-ready-timeout", env = "KSVC_WEBHOOK_READMIT_READY_TIMEOUT", default_value = "5m", value_parser = parse_nonzero_duration)]
     pub ready_timeout: Duration,
-    /// Failures in a row (a failed or late Revision, a refused write) that pause re-admission
-    /// until the policy changes or the server restarts.
+    /// Failures in a row (a failed or late Revision, a refused write) in one namespace that pause
+    /// re-admission there, and across three namespaces everywhere, until the policy changes or
+    /// the server restarts.
     #[arg(
         long = "readmit-max-failures",
         env = "KSVC_WEBHOOK_READMIT_MAX_FAILURES",
