@@ -7,8 +7,10 @@ pub mod app;
 pub mod certs;
 pub mod check;
 pub mod drift;
+pub mod explain;
 mod help;
 pub mod offline;
+pub mod output;
 pub mod policy;
 pub mod serve;
 pub mod status;
@@ -35,6 +37,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Certs(args) => certs::run(args),
         Command::Check(args) => check::run(*args),
         Command::Drift(args) => drift::run(*args),
+        Command::Explain(args) => explain::run(&args),
         Command::Completion(args) => completion(&args),
     }
 }
@@ -155,7 +158,7 @@ pub struct Cli {
 pub enum Command {
     /// Mutate manifests offline as admission would: print the result, or the violations and exit 1.
     #[command(after_help = help::MUTATE)]
-    Mutate(MutateArgs),
+    Mutate(Box<MutateArgs>),
     /// Answer an admission.k8s.io/v1 AdmissionReview (JSON or YAML) exactly as the server would.
     #[command(after_help = help::REVIEW)]
     Review(ReviewArgs),
@@ -184,6 +187,9 @@ pub enum Command {
     /// Report which KServices admission would change today, and why (exit 1 when any has
     /// drifted): the server's report, or a file judged here.
     Drift(Box<DriftArgs>),
+    /// Say why admission would (not) change or refuse a KService: the namespace, the rules and
+    /// sidecars that apply, each step's changes and each refusal, with field paths.
+    Explain(Box<explain::ExplainArgs>),
     /// Print a shell completion script (bash, zsh or fish).
     #[command(after_help = help::COMPLETION)]
     Completion(CompletionArgs),

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::print::{self, Output};
 use crate::cli::help;
+use crate::cli::output::{self, Output};
 use crate::flags;
 use crate::watch::status::Phase;
 
@@ -119,7 +119,7 @@ pub struct OutputArgs {
     /// `json` or `yaml` (the `/apps` record, snake_case, without drift), or `jsonpath=TEMPLATE` (kubectl's
     /// syntax: `{.a.b}`, `{.items[*].x}`, `{range …}{end}`).
     #[arg(short = 'o', long, env = "KSVC_WEBHOOK_APP_OUTPUT", default_value = "table",
-          value_parser = print::parse_output)]
+          value_parser = output::Forms { document: false }, hide_possible_values = true)]
     pub output: Output,
 }
 
