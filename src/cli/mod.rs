@@ -1,14 +1,14 @@
 //! The subcommands: thin shells over the pure core, a folder for each command with several
-//! files (`app/`, `check/`, `offline/`), a file for each other (`drift`, `certs`, `serve`), and
-//! what they share: the policy flags ([`policy`]), the status API read through the API server
-//! ([`status`]) and the words after each `--help` ([`help`]).
+//! files (`app/`, `check/`, `explain/`, `offline/`), a file for each other (`drift`, `certs`,
+//! `serve`), and what they share: the policy flags ([`policy`]), the status API read through the
+//! API server ([`status`]) and the printing of records ([`output`]). Each command's `Args` carries
+//! its `--help` words (environment and examples) beside its flags.
 
 pub mod app;
 pub mod certs;
 pub mod check;
 pub mod drift;
 pub mod explain;
-mod help;
 pub mod offline;
 pub mod output;
 pub mod policy;
@@ -20,8 +20,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use app::AppArgs;
 use certs::CertsArgs;
 use drift::DriftArgs;
-use offline::inputs::InputArgs;
-use offline::{MutateArgs, NameArgs, ReviewArgs, ShaArgs};
+use offline::{MutateArgs, NameArgs, ReviewArgs, ShaArgs, UninjectArgs};
 use serve::ServeArgs;
 
 /// Run the parsed command line.
@@ -157,30 +156,22 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Mutate manifests offline as admission would: print the result, or the violations and exit 1.
-    #[command(after_help = help::MUTATE)]
     Mutate(Box<MutateArgs>),
     /// Answer an admission.k8s.io/v1 AdmissionReview (JSON or YAML) exactly as the server would.
-    #[command(after_help = help::REVIEW)]
     Review(ReviewArgs),
     /// Strip everything the webhook added to manifests (env var, sidecars, annotations, stop
     /// state).
-    #[command(after_help = help::UNINJECT)]
-    Uninject(InputArgs),
+    Uninject(UninjectArgs),
     /// Print the deterministic KService name of an app identity.
-    #[command(after_help = help::NAME)]
     Name(NameArgs),
     /// Print `NAMESPACE/NAME  SHA` for each KService in the manifests (the `flyte.org/spec-sha`
     /// value).
-    #[command(after_help = help::SHA)]
     Sha(ShaArgs),
     /// List, inspect, stop, start or update apps (KServices) in the kubeconfig's cluster.
-    #[command(after_help = help::APP)]
     App(AppArgs),
     /// Serve admission reviews over HTTPS (plus health and metrics).
-    #[command(after_help = help::SERVE)]
     Serve(Box<ServeArgs>),
     /// Generate a CA and a serving certificate for the webhook Service.
-    #[command(after_help = help::CERTS)]
     Certs(CertsArgs),
     /// Check that the install in the kubeconfig's cluster is healthy: a ✓ or × line per check.
     Check(Box<check::CheckArgs>),
@@ -191,12 +182,22 @@ pub enum Command {
     /// sidecars that apply, each step's changes and each refusal, with field paths.
     Explain(Box<explain::ExplainArgs>),
     /// Print a shell completion script (bash, zsh or fish).
-    #[command(after_help = help::COMPLETION)]
     Completion(CompletionArgs),
 }
 
+/// What `completion --help` shows after the flags.
+const COMPLETION_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  source <(ksvc-webhook completion bash)
+  ksvc-webhook completion zsh > \"${fpath[1]}/_ksvc-webhook\"
+  ksvc-webhook completion fish > ~/.config/fish/completions/ksvc-webhook.fish";
+
 /// Arguments of `completion`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = COMPLETION_HELP)]
 pub struct CompletionArgs {
     /// The shell to write the completion script for.
     #[arg(value_enum)]

@@ -308,8 +308,19 @@ impl CertMode {
 
 // The flags of `serve`.
 
+/// What `serve --help` shows after the flags.
+const HELP: &str = "\
+Environment:
+  RUST_LOG     log filter, e.g. info (the default) or ksvc_webhook=debug
+  KUBECONFIG   kubeconfig files (':'-separated) outside a cluster, when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook serve --listen 127.0.0.1:8443 --tls-dir certs --status-auth=false";
+
 /// Arguments of `serve`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = HELP)]
 pub struct ServeArgs {
     /// Address of the HTTPS admission listener (`HOST:PORT`, or `:PORT` for every interface).
     #[arg(long, env = "KSVC_WEBHOOK_LISTEN", default_value = "0.0.0.0:8443", value_parser = parse_listen_addr)]

@@ -34,7 +34,6 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::cli::app::TIMEOUT;
-use crate::cli::help;
 use crate::cli::output::{self, Output};
 use crate::cli::status::{self as proxy, Unanswered};
 use crate::cluster::call;
@@ -373,9 +372,20 @@ fn print(outcomes: &[Outcome], output: &Output, out: &mut dyn Write) -> anyhow::
 
 // The flags of `check`.
 
+/// What `check --help` shows after the flags.
+const HELP: &str = "\
+Environment:
+  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook check
+  ksvc-webhook check --wait --timeout 2m -o json
+  ksvc-webhook check --pre                  # before installing";
+
 /// Arguments of `check`.
 #[derive(Debug, Clone, Args)]
-#[command(after_help = help::CHECK)]
+#[command(after_help = HELP)]
 pub struct CheckArgs {
     /// The namespace the webhook is installed in (its Service, Secret and catalogue).
     #[arg(long = "webhook-namespace", env = "KSVC_WEBHOOK_CHECK_NAMESPACE",

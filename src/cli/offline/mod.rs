@@ -184,8 +184,8 @@ pub fn review(args: &ReviewArgs) -> anyhow::Result<()> {
 }
 
 /// `uninject`: the manifests without anything the webhook added.
-pub fn uninject(args: &InputArgs) -> anyhow::Result<()> {
-    let inputs = inputs::read_all(args)?;
+pub fn uninject(args: &UninjectArgs) -> anyhow::Result<()> {
+    let inputs = inputs::read_all(&args.input)?;
     let out = manifests::rewrite(&inputs, |obj| {
         let mut node = Node::from_json(obj.take());
         if !edits::strip(&mut Editor::new(&mut node)) {
@@ -267,10 +267,64 @@ pub fn sha(args: &ShaArgs) -> anyhow::Result<()> {
     write_out(&lines)
 }
 
-// The flags of the offline subcommands.
+// The flags of the offline subcommands, each with the words after its `--help`: the environment
+// variables it reads besides each flag's own, and examples that work when pasted.
+
+/// What `mutate --help` shows after the flags.
+const MUTATE_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook mutate -f examples/managed-ksvc.yaml
+  ksvc-webhook mutate -f examples/ -f extra.yaml        # every *.yaml, *.yml, *.json; -R recurses
+  kubectl get ksvc hello -o yaml | ksvc-webhook mutate -f - --operation update --old stored.yaml";
+
+/// What `review --help` shows after the flags.
+const REVIEW_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook review -f examples/managed-review.json
+  ksvc-webhook review -f review.yaml --sidecars examples/sidecars.yaml";
+
+/// What `uninject --help` shows after the flags.
+const UNINJECT_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook mutate -f examples/managed-ksvc.yaml | ksvc-webhook uninject -f -";
+
+/// What `name --help` shows after the flags.
+const NAME_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook name --project proj --domain dev --name MyApp     # myapp-proj-dev";
+
+/// What `sha --help` shows after the flags.
+const SHA_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook sha -f examples/managed-ksvc.yaml                 # flyte/myapp-proj-dev  <sha>
+  ksvc-webhook sha -R -f examples/ -n team-a";
+
+/// Arguments of `uninject`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = UNINJECT_HELP)]
+pub struct UninjectArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+}
 
 /// Arguments of `sha`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = SHA_HELP)]
 pub struct ShaArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -289,6 +343,7 @@ pub enum OperationArg {
 
 /// Arguments of `mutate`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = MUTATE_HELP)]
 pub struct MutateArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -330,6 +385,7 @@ pub struct MutateArgs {
 
 /// Arguments of `review`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = REVIEW_HELP)]
 pub struct ReviewArgs {
     /// The admission.k8s.io/v1 AdmissionReview, in JSON or YAML, or `-` for standard input.
     #[arg(short = 'f', long = "filename", value_name = "FILE|-")]
@@ -340,6 +396,7 @@ pub struct ReviewArgs {
 
 /// Arguments of `name`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = NAME_HELP)]
 pub struct NameArgs {
     /// The app's project.
     #[arg(long)]
