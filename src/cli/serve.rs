@@ -210,10 +210,7 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
     tokio::spawn(async move {
         match server::shutdown::signal().await {
             Ok(server::shutdown::Signal::Terminate) => shutdown.trigger(),
-            Ok(server::shutdown::Signal::Interrupt) => {
-                shutdown.trigger();
-                shutdown.stop();
-            }
+            Ok(server::shutdown::Signal::Interrupt) => shutdown.interrupt(),
             Err(err) => tracing::error!(error = %err, "cannot listen for signals"),
         }
     });
