@@ -283,6 +283,33 @@ mod tests {
         assert!(args.policy.policy().is_ok());
     }
 
+    /// The Lease lands in the webhook's namespace (where its Role grants leases), not in the
+    /// kubeconfig context's, unless `--lease-namespace` says otherwise.
+    #[test]
+    fn the_lease_is_in_the_webhook_namespace() {
+        let lease = |extra: &[&str]| {
+            let args = ["ksvc-webhook", "serve"].iter().chain(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args.lease.in_namespace(&args.certs.namespace),
+                _ => panic!("not serve"),
+            }
+        };
+        assert_eq!(
+            lease(&["--webhook-namespace", "hooks"])
+                .lease_namespace
+                .as_deref(),
+            Some("hooks")
+        );
+        assert_eq!(lease(&[]).lease_namespace.as_deref(), Some("ksvc-system"));
+        let named = lease(&[
+            "--webhook-namespace",
+            "hooks",
+            "--lease-namespace",
+            "leases",
+        ]);
+        assert_eq!(named.lease_namespace.as_deref(), Some("leases"));
+    }
+
     #[test]
     fn every_flag_is_documented() {
         fn walk(cmd: &clap::Command) {

@@ -150,7 +150,7 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
     // loop that cannot list would otherwise refuse every KService write in the cluster.
     // One election for the replica, whichever parts follow it (the loop's writes, the
     // certificates' rotation and publication); it connects in the background too.
-    let mut election = Election::new(&args.lease);
+    let mut election = Election::new(&args.lease.in_namespace(&args.certs.namespace));
     let mut watch = watch::spawn(&args.watch, &args.client, &election, server.policy());
     if !args.watch.no_watch || args.certs.self_managed_certs == Some(true) {
         election.start(&args.client, watch.metrics.error_counter("lease"));
