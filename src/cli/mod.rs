@@ -310,6 +310,37 @@ mod tests {
         assert_eq!(named.lease_namespace.as_deref(), Some("leases"));
     }
 
+    /// Self-managed certificates outside a cluster go to a directory of their own, never over
+    /// the `./certs` pair that `make run` serves.
+    #[test]
+    fn self_managed_certificates_outside_a_cluster_never_go_to_certs() {
+        use serve::CertMode;
+        let serve = |extra: &[&str]| {
+            let args = ["ksvc-webhook", "serve"].iter().chain(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args,
+                _ => panic!("not serve"),
+            }
+        };
+        let laptop = serve(&["--self-managed-certs"]);
+        let mode = CertMode::of(&laptop, false);
+        assert_eq!(mode, CertMode::SelfManaged);
+        let dir = mode.dir_outside_cluster(&laptop, false, 42).unwrap();
+        assert!(dir.starts_with(std::env::temp_dir()), "{}", dir.display());
+        assert!(dir.ends_with("ksvc-webhook/certs-42"), "{}", dir.display());
+        assert_eq!(mode.dir_outside_cluster(&laptop, true, 42), None, "a pod's");
+        let named = serve(&["--self-managed-certs", "--tls-dir", "mine"]);
+        assert_eq!(
+            CertMode::of(&named, false).dir_outside_cluster(&named, false, 42),
+            None
+        );
+        let files = serve(&[]);
+        assert_eq!(
+            CertMode::of(&files, false).dir_outside_cluster(&files, false, 42),
+            None
+        );
+    }
+
     #[test]
     fn every_flag_is_documented() {
         fn walk(cmd: &clap::Command) {

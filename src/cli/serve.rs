@@ -49,6 +49,15 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let mode = CertMode::of(&args, in_cluster);
     args.certs.self_managed_certs = Some(mode == CertMode::SelfManaged);
+    if let Some(dir) = mode.dir_outside_cluster(&args, in_cluster, std::process::id()) {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        tracing::info!(
+            dir = %dir.display(),
+            "self-managed certificates outside a cluster: written here, not in ./certs"
+        );
+        args.tls_dir = Some(dir);
+    }
     apps::auth::announce(&args.status_api, mode.describe());
     if let Some(endpoint) = &args.otlp_endpoint {
         tracing::info!(
@@ -292,6 +301,25 @@ impl CertMode {
             None if in_cluster && !files_named => CertMode::SelfManaged,
             None => CertMode::Files,
         }
+    }
+
+    /// Where self-managed certificates go when the process runs outside a cluster and names no
+    /// certificate files: a directory of its own under the system's temporary directory, so
+    /// they never replace the pair `ksvc-webhook certs` wrote into `./certs` (nor show up in a
+    /// git checkout). `None` in a cluster, for files, or when files are named.
+    pub fn dir_outside_cluster(
+        self,
+        args: &ServeArgs,
+        in_cluster: bool,
+        pid: u32,
+    ) -> Option<PathBuf> {
+        let files_named =
+            args.tls_cert.is_some() || args.tls_key.is_some() || args.tls_dir.is_some();
+        (self == CertMode::SelfManaged && !in_cluster && !files_named).then(|| {
+            std::env::temp_dir()
+                .join("ksvc-webhook")
+                .join(format!("certs-{pid}"))
+        })
     }
 
     /// The first log line's words for the mode.
