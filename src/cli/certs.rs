@@ -63,8 +63,17 @@ fn write_file(path: &Path, content: &str, mode: u32) -> anyhow::Result<()> {
 
 // The flags of `certs`.
 
+/// What `certs --help` shows after the flags.
+const HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook certs --service ksvc-webhook --namespace ksvc-system --out certs --days 90";
+
 /// Arguments of `certs`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = HELP)]
 pub struct CertsArgs {
     /// Name of the webhook's Kubernetes Service (a DNS-1035 label).
     #[arg(

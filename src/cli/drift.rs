@@ -15,14 +15,14 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::policy::PolicyArgs;
+use super::output::{self, Output, Table};
+use super::policy::{PolicyArgs, SidecarSourceArgs};
 use super::status::{self, StatusApiArgs};
 use crate::admission::Policy;
 use crate::admission::drift::{self, Finding};
@@ -62,12 +62,7 @@ fn report(args: &DriftArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 .policy
                 .policy()
                 .context("invalid admission policy flags")?;
-            if args.sidecars_from_cluster {
-                policy.sidecars = Arc::new(super::offline::catalogue_from_cluster(
-                    &args.cluster,
-                    &args.sidecars_configmap,
-                )?);
-            }
+            args.sidecars_source.apply(&mut policy, &args.cluster)?;
             let input = from_file(path, args.namespace.as_deref())?;
             input
                 .services
@@ -84,7 +79,7 @@ fn report(args: &DriftArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             .collect(),
     };
     rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    print(&rows, args.output, out)?;
+    print(&rows, &args.output, out)?;
     let code = match (
         rows.iter().any(|r| r.error.is_some()),
         rows.iter().any(|r| r.drifted),
@@ -231,32 +226,18 @@ fn row(service: Value, namespaces: &BTreeMap<String, String>, policy: &Policy) -
 }
 
 /// Print the rows in `output`.
-fn print(rows: &[Row], output: DriftOutput, out: &mut dyn Write) -> anyhow::Result<()> {
-    match output {
-        DriftOutput::Json => writeln!(out, "{}", serde_json::to_string_pretty(rows)?)?,
-        DriftOutput::Yaml => write!(out, "{}", serde_saphyr::to_string(&rows)?)?,
-        DriftOutput::Table => {
-            let cells: Vec<[String; 4]> = rows.iter().map(cells).collect();
-            let header = ["NAMESPACE", "NAME", "REASONS", "NEW-REVISION"].map(str::to_owned);
-            let mut widths = header.clone().map(|h| h.len());
-            for line in &cells {
-                for (width, cell) in widths.iter_mut().zip(line) {
-                    *width = (*width).max(cell.chars().count());
-                }
-            }
-            writeln!(out, "{}", aligned(&header, &widths))?;
-            for (line, row) in cells.iter().zip(rows) {
-                writeln!(out, "{}", aligned(line, &widths))?;
-                if let Some(error) = &row.error {
-                    writeln!(out, "  {error}")?;
-                }
-            }
-        }
+fn print(rows: &[Row], output: &Output, out: &mut dyn Write) -> anyhow::Result<()> {
+    if output.structured() {
+        return output::structured(rows, output, out);
     }
+    let cells: Vec<Vec<String>> = rows.iter().map(cells).collect();
+    let header = ["NAMESPACE", "NAME", "REASONS", "NEW-REVISION"];
+    let under = |i: usize| rows[i].error.iter().cloned().collect();
+    write!(out, "{}", Table::default().render(&header, &cells, under))?;
     Ok(())
 }
 
-fn cells(row: &Row) -> [String; 4] {
+fn cells(row: &Row) -> Vec<String> {
     let reasons: Vec<&str> = row.drift.iter().map(|f| f.reason.as_str()).collect();
     let (reasons, new_revision) = match (&row.error, reasons.is_empty()) {
         (Some(_), _) => ("error".to_owned(), "-"),
@@ -266,37 +247,12 @@ fn cells(row: &Row) -> [String; 4] {
             if row.new_revision { "yes" } else { "no" },
         ),
     };
-    [
+    vec![
         row.namespace.clone(),
         row.name.clone(),
         reasons,
         new_revision.to_owned(),
     ]
-}
-
-/// Cells padded to `widths`, three spaces apart, as kubectl aligns its columns.
-fn aligned(cells: &[String; 4], widths: &[usize; 4]) -> String {
-    let mut line = String::new();
-    for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
-        match i + 1 == cells.len() {
-            true => line.push_str(cell),
-            false => line.push_str(&format!("{cell:<width$}   ")),
-        }
-    }
-    line
-}
-
-/// The output format of `drift`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum DriftOutput {
-    /// `NAMESPACE  NAME  REASONS  NEW-REVISION`, one KService a line.
-    #[default]
-    Table,
-    /// A JSON list: each KService's namespace, name, `drift: [{reason, detail}]`, `new_revision`
-    /// (and `error` when it could not be judged).
-    Json,
-    /// The same list as YAML.
-    Yaml,
 }
 
 /// What `drift --help` shows after the flags.
@@ -321,6 +277,7 @@ Examples:
 #[derive(Debug, Clone, Args)]
 #[command(after_help = HELP)]
 #[command(mut_group("PolicyArgs", |g| g.requires("file")))]
+#[command(mut_group("SidecarSourceArgs", |g| g.requires("file")))]
 pub struct DriftArgs {
     /// Judge the KServices in this file (`-` for standard input) here, with the policy flags,
     /// instead of reading the server's report: JSON or (multi-document) YAML, `List` items
@@ -349,32 +306,15 @@ pub struct DriftArgs {
     pub cluster: ClientArgs,
     #[command(flatten)]
     pub status_api: StatusApiArgs,
-    /// Output format: `table`, `json` or `yaml` (with each reason's detail).
-    #[arg(
-        short = 'o',
-        long,
-        value_enum,
-        default_value_t,
-        env = "KSVC_WEBHOOK_DRIFT_OUTPUT"
-    )]
-    pub output: DriftOutput,
+    /// Output format: `table`, `json` or `yaml` (each KService's namespace, name,
+    /// `drift: [{reason, detail}]`, `new_revision`, and `error` when it could not be judged), or
+    /// `jsonpath=TEMPLATE`.
+    #[arg(short = 'o', long, env = "KSVC_WEBHOOK_DRIFT_OUTPUT", default_value = "table",
+          value_parser = output::Forms { document: true }, hide_possible_values = true)]
+    pub output: Output,
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// With `-f`: read the sidecar catalogue from the cluster's ConfigMap with your kubeconfig,
-    /// as the server reads it (key `sidecars.yaml`), instead of `--sidecars FILE`.
-    #[arg(
-        long,
-        env = "KSVC_WEBHOOK_SIDECARS_FROM_CLUSTER",
-        conflicts_with = "sidecars",
-        requires = "file"
-    )]
-    pub sidecars_from_cluster: bool,
-    /// The catalogue's ConfigMap for `--sidecars-from-cluster`, as NAMESPACE/NAME.
-    #[arg(
-        long,
-        env = "KSVC_WEBHOOK_SIDECARS_CONFIGMAP",
-        default_value = "ksvc-system/ksvc-webhook-sidecars",
-        value_name = "NAMESPACE/NAME"
-    )]
-    pub sidecars_configmap: String,
+    // With `-f` only, as the policy flags.
+    #[command(flatten)]
+    pub sidecars_source: SidecarSourceArgs,
 }

@@ -1,14 +1,16 @@
 //! The subcommands: thin shells over the pure core, a folder for each command with several
-//! files (`app/`, `check/`, `offline/`), a file for each other (`drift`, `certs`, `serve`), and
-//! what they share: the policy flags ([`policy`]), the status API read through the API server
-//! ([`status`]) and the words after each `--help` ([`help`]).
+//! files (`app/`, `check/`, `explain/`, `offline/`), a file for each other (`drift`, `certs`,
+//! `serve`), and what they share: the policy flags ([`policy`]), the status API read through the
+//! API server ([`status`]) and the printing of records ([`output`]). Each command's `Args` carries
+//! its `--help` words (environment and examples) beside its flags.
 
 pub mod app;
 pub mod certs;
 pub mod check;
 pub mod drift;
-mod help;
+pub mod explain;
 pub mod offline;
+pub mod output;
 pub mod policy;
 pub mod serve;
 pub mod status;
@@ -18,8 +20,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use app::AppArgs;
 use certs::CertsArgs;
 use drift::DriftArgs;
-use offline::inputs::InputArgs;
-use offline::{MutateArgs, NameArgs, ReviewArgs, ShaArgs};
+use offline::{MutateArgs, NameArgs, ReviewArgs, ShaArgs, UninjectArgs};
 use serve::ServeArgs;
 
 /// Run the parsed command line.
@@ -35,6 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Certs(args) => certs::run(args),
         Command::Check(args) => check::run(*args),
         Command::Drift(args) => drift::run(*args),
+        Command::Explain(args) => explain::run(&args),
         Command::Completion(args) => completion(&args),
     }
 }
@@ -154,43 +156,48 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Mutate manifests offline as admission would: print the result, or the violations and exit 1.
-    #[command(after_help = help::MUTATE)]
-    Mutate(MutateArgs),
+    Mutate(Box<MutateArgs>),
     /// Answer an admission.k8s.io/v1 AdmissionReview (JSON or YAML) exactly as the server would.
-    #[command(after_help = help::REVIEW)]
     Review(ReviewArgs),
     /// Strip everything the webhook added to manifests (env var, sidecars, annotations, stop
     /// state).
-    #[command(after_help = help::UNINJECT)]
-    Uninject(InputArgs),
+    Uninject(UninjectArgs),
     /// Print the deterministic KService name of an app identity.
-    #[command(after_help = help::NAME)]
     Name(NameArgs),
     /// Print `NAMESPACE/NAME  SHA` for each KService in the manifests (the `flyte.org/spec-sha`
     /// value).
-    #[command(after_help = help::SHA)]
     Sha(ShaArgs),
     /// List, inspect, stop, start or update apps (KServices) in the kubeconfig's cluster.
-    #[command(after_help = help::APP)]
     App(AppArgs),
     /// Serve admission reviews over HTTPS (plus health and metrics).
-    #[command(after_help = help::SERVE)]
     Serve(Box<ServeArgs>),
     /// Generate a CA and a serving certificate for the webhook Service.
-    #[command(after_help = help::CERTS)]
     Certs(CertsArgs),
     /// Check that the install in the kubeconfig's cluster is healthy: a ✓ or × line per check.
     Check(Box<check::CheckArgs>),
     /// Report which KServices admission would change today, and why (exit 1 when any has
     /// drifted): the server's report, or a file judged here.
     Drift(Box<DriftArgs>),
+    /// Say why admission would (not) change or refuse a KService: the namespace, the rules and
+    /// sidecars that apply, each step's changes and each refusal, with field paths.
+    Explain(Box<explain::ExplainArgs>),
     /// Print a shell completion script (bash, zsh or fish).
-    #[command(after_help = help::COMPLETION)]
     Completion(CompletionArgs),
 }
 
+/// What `completion --help` shows after the flags.
+const COMPLETION_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  source <(ksvc-webhook completion bash)
+  ksvc-webhook completion zsh > \"${fpath[1]}/_ksvc-webhook\"
+  ksvc-webhook completion fish > ~/.config/fish/completions/ksvc-webhook.fish";
+
 /// Arguments of `completion`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = COMPLETION_HELP)]
 pub struct CompletionArgs {
     /// The shell to write the completion script for.
     #[arg(value_enum)]
@@ -274,6 +281,64 @@ mod tests {
         );
         assert!(!args.http2);
         assert!(args.policy.policy().is_ok());
+    }
+
+    /// The Lease lands in the webhook's namespace (where its Role grants leases), not in the
+    /// kubeconfig context's, unless `--lease-namespace` says otherwise.
+    #[test]
+    fn the_lease_is_in_the_webhook_namespace() {
+        let lease = |extra: &[&str]| {
+            let args = ["ksvc-webhook", "serve"].iter().chain(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args.lease.in_namespace(&args.certs.namespace),
+                _ => panic!("not serve"),
+            }
+        };
+        assert_eq!(
+            lease(&["--webhook-namespace", "hooks"])
+                .lease_namespace
+                .as_deref(),
+            Some("hooks")
+        );
+        assert_eq!(lease(&[]).lease_namespace.as_deref(), Some("ksvc-system"));
+        let named = lease(&[
+            "--webhook-namespace",
+            "hooks",
+            "--lease-namespace",
+            "leases",
+        ]);
+        assert_eq!(named.lease_namespace.as_deref(), Some("leases"));
+    }
+
+    /// Self-managed certificates outside a cluster go to a directory of their own, never over
+    /// the `./certs` pair that `make run` serves.
+    #[test]
+    fn self_managed_certificates_outside_a_cluster_never_go_to_certs() {
+        use serve::CertMode;
+        let serve = |extra: &[&str]| {
+            let args = ["ksvc-webhook", "serve"].iter().chain(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args,
+                _ => panic!("not serve"),
+            }
+        };
+        let laptop = serve(&["--self-managed-certs"]);
+        let mode = CertMode::of(&laptop, false);
+        assert_eq!(mode, CertMode::SelfManaged);
+        let dir = mode.dir_outside_cluster(&laptop, false, 42).unwrap();
+        assert!(dir.starts_with(std::env::temp_dir()), "{}", dir.display());
+        assert!(dir.ends_with("ksvc-webhook/certs-42"), "{}", dir.display());
+        assert_eq!(mode.dir_outside_cluster(&laptop, true, 42), None, "a pod's");
+        let named = serve(&["--self-managed-certs", "--tls-dir", "mine"]);
+        assert_eq!(
+            CertMode::of(&named, false).dir_outside_cluster(&named, false, 42),
+            None
+        );
+        let files = serve(&[]);
+        assert_eq!(
+            CertMode::of(&files, false).dir_outside_cluster(&files, false, 42),
+            None
+        );
     }
 
     #[test]

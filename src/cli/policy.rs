@@ -1,10 +1,15 @@
-//! The admission policy flags shared by `mutate`, `review` and `serve`: the cluster settings the
-//! decision depends on, validated once into an [`admission::Policy`](crate::admission::Policy).
+//! The admission policy flags shared by `mutate`, `review`, `drift`, `explain` and `serve`: the
+//! cluster settings the decision depends on, validated once into an
+//! [`admission::Policy`](crate::admission::Policy); and [`SidecarSourceArgs`], the flags of the
+//! offline commands that read the sidecar catalogue from the cluster instead of a file.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use anyhow::{Context, bail};
 use clap::Args;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
 
 use crate::admission::Policy;
 use crate::admission::guard;
@@ -12,6 +17,8 @@ use crate::admission::mutate::Settings;
 use crate::admission::naming::{DomainTemplate, TemplateError};
 use crate::admission::sidecars::{self, Catalogue};
 use crate::admission::writers::Principals;
+use crate::cluster::client::{self, ClientArgs};
+use crate::cluster::{call, errors};
 use crate::report::error_chain;
 
 /// Cluster settings the admission decision depends on.
@@ -153,6 +160,67 @@ impl PolicyArgs {
     }
 }
 
+/// Where an offline command reads the sidecar catalogue from, besides `--sidecars FILE`: the
+/// cluster's ConfigMap, as the server reads it.
+#[derive(Debug, Clone, Args)]
+pub struct SidecarSourceArgs {
+    /// Read the sidecar catalogue from the cluster's ConfigMap with your kubeconfig, as the
+    /// server reads it (key `sidecars.yaml`), instead of `--sidecars FILE`.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SIDECARS_FROM_CLUSTER",
+        conflicts_with = "sidecars"
+    )]
+    pub sidecars_from_cluster: bool,
+    /// The catalogue's ConfigMap for `--sidecars-from-cluster`, as NAMESPACE/NAME.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_SIDECARS_CONFIGMAP",
+        default_value = "ksvc-system/ksvc-webhook-sidecars",
+        value_name = "NAMESPACE/NAME"
+    )]
+    pub sidecars_configmap: String,
+}
+
+impl SidecarSourceArgs {
+    /// `policy` with the cluster's catalogue when `--sidecars-from-cluster` asks for it.
+    pub fn apply(&self, policy: &mut Policy, cluster: &ClientArgs) -> anyhow::Result<()> {
+        if self.sidecars_from_cluster {
+            policy.sidecars = Arc::new(catalogue_from_cluster(cluster, &self.sidecars_configmap)?);
+        }
+        Ok(())
+    }
+}
+
+/// The sidecar catalogue in the ConfigMap `at` (`NAMESPACE/NAME`, key `sidecars.yaml`) of the
+/// cluster `cluster` names, read with the user's credentials.
+fn catalogue_from_cluster(cluster: &ClientArgs, at: &str) -> anyhow::Result<Catalogue> {
+    let Some((namespace, name)) = at.split_once('/') else {
+        bail!(
+            "--sidecars-configmap {at:?}: say NAMESPACE/NAME, e.g. ksvc-system/ksvc-webhook-sidecars"
+        );
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let text = runtime.block_on(async {
+        let (client, server) = client::client(cluster, None).await?;
+        let config_maps: Api<ConfigMap> = Api::namespaced(client, namespace);
+        let found = call::timed("get configmap", cluster.api_timeout, config_maps.get_opt(name))
+            .await
+            .map_err(|e| errors::Error::from_call(e, &server))?;
+        let Some(config_map) = found else {
+            bail!("no ConfigMap {namespace}/{name} in the cluster; name the catalogue's with --sidecars-configmap NAMESPACE/NAME");
+        };
+        let data = config_map.data.unwrap_or_default();
+        let Some(text) = data.get("sidecars.yaml") else {
+            bail!("ConfigMap {namespace}/{name} has no key sidecars.yaml");
+        };
+        Ok(text.clone())
+    })?;
+    Catalogue::parse(&text).with_context(|| format!("the sidecar catalogue in ConfigMap {at}"))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -197,6 +265,29 @@ mod tests {
         std::fs::write(&path, ONE).unwrap();
         assert_eq!(reloader.check().await, Checked::Reloaded { templates: 1 });
         assert_eq!(policy.load().sidecars.unavailable_reason(), None);
+    }
+
+    /// `mutate`, `drift` and `explain` read the catalogue from the cluster with one set of
+    /// flags: the same words, variables and defaults in each.
+    #[test]
+    fn every_offline_command_reads_the_cluster_catalogue_with_the_same_flags() {
+        use clap::CommandFactory as _;
+        let cli = super::super::Cli::command();
+        let flag = |command: &str, id: &str| {
+            let sub = cli.find_subcommand(command).unwrap();
+            let arg = sub.get_arguments().find(|a| a.get_id() == id).unwrap();
+            (
+                arg.get_help().map(ToString::to_string),
+                arg.get_env().map(|e| e.to_owned()),
+                arg.get_default_values().to_vec(),
+            )
+        };
+        for id in ["sidecars_from_cluster", "sidecars_configmap"] {
+            let mutate = flag("mutate", id);
+            assert!(mutate.0.is_some() && mutate.1.is_some(), "{id}");
+            assert_eq!(flag("drift", id), mutate, "{id}");
+            assert_eq!(flag("explain", id), mutate, "{id}");
+        }
     }
 
     #[test]

@@ -52,6 +52,15 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let mode = CertMode::of(&args, in_cluster);
     args.certs.self_managed_certs = Some(mode == CertMode::SelfManaged);
+    if let Some(dir) = mode.dir_outside_cluster(&args, in_cluster, std::process::id()) {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        tracing::info!(
+            dir = %dir.display(),
+            "self-managed certificates outside a cluster: written here, not in ./certs"
+        );
+        args.tls_dir = Some(dir);
+    }
     apps::auth::announce(&args.status_api, mode.describe());
     if let Some(endpoint) = &args.otlp_endpoint {
         tracing::info!(
@@ -153,7 +162,7 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
     // loop that cannot list would otherwise refuse every KService write in the cluster.
     // One election for the replica, whichever parts follow it (the loop's writes, the
     // certificates' rotation and publication); it connects in the background too.
-    let mut election = Election::new(&args.lease);
+    let mut election = Election::new(&args.lease.in_namespace(&args.certs.namespace));
     let mut watch = watch::spawn(&args.watch, &args.client, &election, server.policy());
     if !args.watch.no_watch || args.certs.self_managed_certs == Some(true) {
         election.start(&args.client, watch.metrics.error_counter("lease"));
@@ -213,10 +222,7 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
     tokio::spawn(async move {
         match server::shutdown::signal().await {
             Ok(server::shutdown::Signal::Terminate) => shutdown.trigger(),
-            Ok(server::shutdown::Signal::Interrupt) => {
-                shutdown.trigger();
-                shutdown.stop();
-            }
+            Ok(server::shutdown::Signal::Interrupt) => shutdown.interrupt(),
             Err(err) => tracing::error!(error = %err, "cannot listen for signals"),
         }
     });
@@ -300,6 +306,25 @@ impl CertMode {
         }
     }
 
+    /// Where self-managed certificates go when the process runs outside a cluster and names no
+    /// certificate files: a directory of its own under the system's temporary directory, so
+    /// they never replace the pair `ksvc-webhook certs` wrote into `./certs` (nor show up in a
+    /// git checkout). `None` in a cluster, for files, or when files are named.
+    pub fn dir_outside_cluster(
+        self,
+        args: &ServeArgs,
+        in_cluster: bool,
+        pid: u32,
+    ) -> Option<PathBuf> {
+        let files_named =
+            args.tls_cert.is_some() || args.tls_key.is_some() || args.tls_dir.is_some();
+        (self == CertMode::SelfManaged && !in_cluster && !files_named).then(|| {
+            std::env::temp_dir()
+                .join("ksvc-webhook")
+                .join(format!("certs-{pid}"))
+        })
+    }
+
     /// The first log line's words for the mode.
     pub fn describe(self) -> &'static str {
         match self {
@@ -311,8 +336,19 @@ impl CertMode {
 
 // The flags of `serve`.
 
+/// What `serve --help` shows after the flags.
+const HELP: &str = "\
+Environment:
+  RUST_LOG     log filter, e.g. info (the default) or ksvc_webhook=debug
+  KUBECONFIG   kubeconfig files (':'-separated) outside a cluster, when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook serve --listen 127.0.0.1:8443 --tls-dir certs --status-auth=false";
+
 /// Arguments of `serve`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = HELP)]
 pub struct ServeArgs {
     /// Address of the HTTPS admission listener (`HOST:PORT`, or `:PORT` for every interface).
     #[arg(long, env = "KSVC_WEBHOOK_LISTEN", default_value = "0.0.0.0:8443", value_parser = parse_listen_addr)]

@@ -27,7 +27,8 @@ pub const API_CALLS: &[ApiCall] = &[
 /// Where the Lease lives and who this replica is in it.
 #[derive(Debug, Clone, Args)]
 pub struct LeaseArgs {
-    /// Namespace of the leader-election Lease; default: the pod's (the client's default) namespace.
+    /// Namespace of the leader-election Lease; default: `--webhook-namespace` (the webhook's own,
+    /// where its Role grants leases), never the kubeconfig context's.
     #[arg(long, env = "KSVC_WEBHOOK_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// Name of the leader-election Lease.
@@ -46,6 +47,19 @@ pub struct LeaseArgs {
 }
 
 impl LeaseArgs {
+    /// These flags with the Lease's namespace settled: `--lease-namespace`, else the webhook's
+    /// own namespace.
+    pub fn in_namespace(&self, webhook_namespace: &str) -> Self {
+        Self {
+            lease_namespace: Some(
+                self.lease_namespace
+                    .clone()
+                    .unwrap_or_else(|| webhook_namespace.to_owned()),
+            ),
+            ..self.clone()
+        }
+    }
+
     /// This replica's identity: the pod's name, else one made up for this process.
     pub fn identity(&self) -> String {
         self.pod_name.clone().unwrap_or_else(|| {

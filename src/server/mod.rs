@@ -304,15 +304,19 @@ impl Bound {
         let shutdown = self.shutdown;
         let stopper = async {
             shutdown.triggered().await;
-            tracing::info!(
-                drain_ms = drain.as_millis() as u64,
-                "shutdown: readiness failed, draining"
-            );
-            // A stop asked for at once (Ctrl-C) cuts the drain short.
-            let mut stopping = shutdown.stopping();
-            tokio::select! {
-                () = tokio::time::sleep(drain) => {}
-                () = stopping.wait() => {}
+            if shutdown.skips_drain() {
+                tracing::info!("shutdown: interrupted, readiness failed, not draining");
+            } else {
+                tracing::info!(
+                    drain_ms = drain.as_millis() as u64,
+                    "shutdown: readiness failed, draining"
+                );
+                // A stop asked for during the drain cuts it short.
+                let mut stopping = shutdown.stopping();
+                tokio::select! {
+                    () = tokio::time::sleep(drain) => {}
+                    () = stopping.wait() => {}
+                }
             }
             tracing::info!(
                 bound_ms = bound.as_millis() as u64,

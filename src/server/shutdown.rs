@@ -1,5 +1,5 @@
 //! Graceful shutdown: the trigger (SIGTERM, SIGINT or a test) and the phases that follow it.
-//! SIGINT (a Ctrl-C at a terminal) skips the drain.
+//! SIGINT (a Ctrl-C at a terminal) skips the drain, and the log says so.
 //!
 //! On trigger readiness fails at once; the listeners keep answering for the drain period
 //! (kube-apiserver keeps reusing open keep-alive connections to a terminating pod). Then the
@@ -40,7 +40,20 @@ impl Shutdown {
         self.advance(Phase::Draining);
     }
 
-    /// Resolves once [`Shutdown::trigger`] has been called.
+    /// Stop at once, with no drain (a Ctrl-C at a terminal): `/readyz` fails and the server stops
+    /// accepting, in one step, so nothing can see a drain that is not there.
+    pub fn interrupt(&self) {
+        self.readiness.begin_shutdown();
+        self.advance(Phase::Stopping);
+    }
+
+    /// Whether the shutdown skips the drain: [`Shutdown::interrupt`] was called before any drain
+    /// ended. Read it once [`Shutdown::triggered`] has resolved.
+    pub fn skips_drain(&self) -> bool {
+        *self.tx.borrow() == Phase::Stopping
+    }
+
+    /// Resolves once [`Shutdown::trigger`] or [`Shutdown::interrupt`] has been called.
     pub async fn triggered(&self) {
         let mut rx = self.tx.subscribe();
         // An error means the sender is gone, which cannot happen while `self` lives.
@@ -107,6 +120,22 @@ pub async fn signal() -> std::io::Result<Signal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_interrupt_stops_at_once_and_says_it_skips_the_drain() {
+        let readiness = Readiness::default();
+        let shutdown = Shutdown::new(readiness.clone());
+        shutdown.interrupt();
+        shutdown.triggered().await;
+        assert!(readiness.is_shutting_down());
+        assert!(shutdown.skips_drain());
+        shutdown.stopping().wait().await;
+
+        let draining = Shutdown::new(Readiness::default());
+        draining.trigger();
+        draining.triggered().await;
+        assert!(!draining.skips_drain(), "SIGTERM drains");
+    }
 
     #[tokio::test]
     async fn trigger_fails_readiness_and_wakes_waiters() {

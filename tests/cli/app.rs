@@ -5,11 +5,11 @@
 use std::sync::atomic::Ordering;
 
 use axum::http::Method;
-use ksvc_webhook::cli::app::print::Output;
 use ksvc_webhook::cli::app::run_with_client;
 use ksvc_webhook::cli::app::{
     AppAction, AppStatusArgs, AppTarget, AppUpdateArgs, AppWriteArgs, OutputArgs,
 };
+use ksvc_webhook::cli::output::Output;
 use ksvc_webhook::watch::args::WatchArgs;
 use serde_json::Value;
 use support::cli::kubeconfig_for;

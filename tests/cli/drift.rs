@@ -349,3 +349,31 @@ async fn errors_are_worded_as_app_words_them() {
         down.stderr
     );
 }
+
+/// The words after the flags are the ones beside `DriftArgs`: the exit codes CI relies on, and
+/// where the report comes from.
+#[test]
+fn drift_help_shows_the_exit_codes() {
+    let ran = support::cli::run_bin(&["drift", "--help"], &[], b"");
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    assert!(
+        ran.stdout
+            .contains("Exit status: 0 nothing has drifted, 1 something has, 2 an error."),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout
+            .contains("Without -f, the report is the server's"),
+        "{}",
+        ran.stdout
+    );
+    let explain = support::cli::run_bin(&["explain", "--help"], &[], b"");
+    assert!(
+        explain
+            .stdout
+            .contains("Exit status: 0 admitted, 1 refused"),
+        "{}",
+        explain.stdout
+    );
+}

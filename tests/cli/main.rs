@@ -15,6 +15,8 @@ mod completion;
 #[cfg(test)]
 mod drift;
 #[cfg(test)]
+mod explain;
+#[cfg(test)]
 mod inputs;
 #[cfg(test)]
 mod offline;

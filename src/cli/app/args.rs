@@ -6,16 +6,77 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::print::{self, Output};
-use crate::cli::help;
+use crate::cli::output::{self, Output};
 use crate::flags;
 use crate::watch::status::Phase;
 
 /// The deadline of each API call of the `app` commands and `check`.
 pub const TIMEOUT: Duration = Duration::from_secs(15);
 
+/// What `app --help` shows after the flags.
+const APP_HELP: &str = "\
+Environment:
+  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook app list -A
+  ksvc-webhook app stop myapp-proj-dev -n flyte --wait";
+
+/// What `app stop --help` shows after the flags.
+const APP_STOP_HELP: &str = "\
+Environment:
+  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook app stop myapp-proj-dev -n flyte --wait --timeout 2m
+  ksvc-webhook app stop myapp-proj-dev -n flyte --dry-run=server";
+
+/// What `app start --help` shows after the flags.
+const APP_START_HELP: &str = "\
+Environment:
+  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook app start myapp-proj-dev -n flyte --wait";
+
+/// What `app status --help` shows after the flags.
+const APP_STATUS_HELP: &str = "\
+Environment:
+  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook app status myapp-proj-dev -n flyte -w
+  ksvc-webhook app status myapp-proj-dev -n flyte --until ACTIVE --timeout 1m30s
+  ksvc-webhook app status myapp-proj-dev -n flyte -o jsonpath='{.status.phase}'";
+
+/// What `app list --help` shows after the flags.
+const APP_LIST_HELP: &str = "\
+Environment:
+  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook app list -n flyte -l flyte.org/project=proj
+  ksvc-webhook app list -A -o wide --context staging
+  ksvc-webhook app list -o jsonpath='{range .items[*]}{.name}{\"\\t\"}{.status.phase}{\"\\n\"}{end}'";
+
+/// What `app update --help` shows after the flags.
+const APP_UPDATE_HELP: &str = "\
+Environment:
+  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook app update myapp-proj-dev -n flyte --image registry.example/app:2 --wait
+  ksvc-webhook app update myapp-proj-dev -n flyte --min-scale 1 --dry-run=server";
+
 /// Arguments of `app`.
 #[derive(Debug, Args)]
+#[command(after_help = APP_HELP)]
 pub struct AppArgs {
     #[command(subcommand)]
     pub action: AppAction,
@@ -25,19 +86,19 @@ pub struct AppArgs {
 #[derive(Debug, Subcommand)]
 pub enum AppAction {
     /// Stop the app: set the label `flyte.org/app-stopped=true` (scale to zero, cluster-local).
-    #[command(after_help = help::APP_STOP)]
+    #[command(after_help = APP_STOP_HELP)]
     Stop(AppWriteArgs),
     /// Start the app: remove the label `flyte.org/app-stopped`.
-    #[command(after_help = help::APP_START)]
+    #[command(after_help = APP_START_HELP)]
     Start(AppWriteArgs),
     /// Print the app's status (phase, message, replicas, URL); `-w` follows it.
-    #[command(after_help = help::APP_STATUS)]
+    #[command(after_help = APP_STATUS_HELP)]
     Status(AppStatusArgs),
     /// List the apps of a namespace (`-A`: of every namespace) with their status.
-    #[command(after_help = help::APP_LIST)]
+    #[command(after_help = APP_LIST_HELP)]
     List(AppListArgs),
     /// Change only the given fields, in a retry-on-conflict read-modify-write.
-    #[command(after_help = help::APP_UPDATE)]
+    #[command(after_help = APP_UPDATE_HELP)]
     Update(AppUpdateArgs),
 }
 
@@ -119,7 +180,7 @@ pub struct OutputArgs {
     /// `json` or `yaml` (the `/apps` record, snake_case, without drift), or `jsonpath=TEMPLATE` (kubectl's
     /// syntax: `{.a.b}`, `{.items[*].x}`, `{range …}{end}`).
     #[arg(short = 'o', long, env = "KSVC_WEBHOOK_APP_OUTPUT", default_value = "table",
-          value_parser = print::parse_output)]
+          value_parser = output::Forms { document: false }, hide_possible_values = true)]
     pub output: Output,
 }
 

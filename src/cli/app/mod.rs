@@ -10,7 +10,6 @@
 
 mod args;
 mod follow;
-pub mod jsonpath;
 pub mod print;
 
 use std::io::Write;

@@ -7,45 +7,9 @@
 use k8s_openapi::jiff::SignedDuration;
 use serde_json::{Value, json};
 
-use super::jsonpath::Template;
+use crate::cli::output::{self, Output, Table};
 use crate::watch::hub::AppRecord;
 use crate::watch::status::Phase;
-
-/// The output format of the `app` commands.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Output {
-    /// `NAME  PHASE  REPLICAS  URL  AGE`, and the message under a row that is not ACTIVE.
-    #[default]
-    Table,
-    /// The table with the app's identity and message as columns.
-    Wide,
-    /// `service.serving.knative.dev/NAME`, one per line.
-    Name,
-    /// The record, pretty-printed; several in a `List`.
-    Json,
-    /// The record as YAML; several in a `List`.
-    Yaml,
-    /// A kubectl JSONPath template over the JSON.
-    JsonPath(Template),
-}
-
-/// The forms `-o` takes, for messages.
-pub const FORMS: &str = "table, wide, name, json, yaml or jsonpath=TEMPLATE";
-
-/// Parse `-o`: `table`, `wide`, `name`, `json`, `yaml` or `jsonpath=TEMPLATE`.
-pub fn parse_output(text: &str) -> Result<Output, String> {
-    match text.split_once('=') {
-        Some(("jsonpath", template)) => Template::parse(template).map(Output::JsonPath),
-        _ => match text {
-            "table" => Ok(Output::Table),
-            "wide" => Ok(Output::Wide),
-            "name" => Ok(Output::Name),
-            "json" => Ok(Output::Json),
-            "yaml" => Ok(Output::Yaml),
-            other => Err(format!("unknown output format `{other}`; use {FORMS}")),
-        },
-    }
-}
 
 /// One app to print: its record and, when the API server said, its age.
 #[derive(Debug, Clone)]
@@ -60,7 +24,7 @@ pub struct Shown {
 pub struct Printer {
     output: Output,
     namespaces: bool,
-    widths: Vec<usize>,
+    table: Table,
 }
 
 impl Printer {
@@ -69,16 +33,13 @@ impl Printer {
         Self {
             output,
             namespaces,
-            widths: Vec::new(),
+            table: Table::default(),
         }
     }
 
     /// Whether the output is for a program (JSON, YAML, JSONPath) rather than a person.
     pub fn structured(&self) -> bool {
-        matches!(
-            self.output,
-            Output::Json | Output::Yaml | Output::JsonPath(_)
-        )
+        self.output.structured()
     }
 
     /// `apps` as one listing (a `List` when `list`, else each on its own), the table's header
@@ -94,10 +55,10 @@ impl Printer {
             items().map(|v| f(&v)).collect::<Result<String, String>>()
         };
         match (&self.output, list) {
-            (Output::Json, true) => pretty(&list_value()),
-            (Output::Json, false) => each(&pretty),
-            (Output::Yaml, true) => yaml(&list_value()),
-            (Output::Yaml, false) => each(&yaml),
+            (Output::Json, true) => output::pretty(&list_value()),
+            (Output::Json, false) => each(&output::pretty),
+            (Output::Yaml, true) => output::yaml(&list_value()),
+            (Output::Yaml, false) => each(&output::yaml),
             (Output::JsonPath(t), true) => Ok(t.render(&list_value())),
             (Output::JsonPath(t), false) => each(&|v| Ok(t.render(v))),
             (Output::Name | Output::Table | Output::Wide, _) => Ok(apps
@@ -120,44 +81,13 @@ impl Printer {
             .iter()
             .map(|a| cells(a, wide, self.namespaces))
             .collect();
-        let mut text = String::new();
-        let first = self.widths.is_empty();
-        let header: Vec<String> = header.into_iter().map(str::to_owned).collect();
-        for row in std::iter::once(&header).chain(&rows) {
-            for (i, cell) in row.iter().enumerate() {
-                let width = cell.chars().count();
-                match self.widths.get_mut(i) {
-                    Some(w) => *w = (*w).max(width),
-                    None => self.widths.push(width),
-                }
+        self.table.render(&header, &rows, |i| {
+            let status = &apps[i].record.status;
+            match !wide && status.phase != Phase::Active && !status.message.trim().is_empty() {
+                true => vec![status.message.trim().to_owned()],
+                false => Vec::new(),
             }
-        }
-        if first {
-            text.push_str(&self.line(&header));
-        }
-        for (row, app) in rows.iter().zip(apps) {
-            text.push_str(&self.line(row));
-            let status = &app.record.status;
-            if !wide && status.phase != Phase::Active && !status.message.trim().is_empty() {
-                text.push_str(&format!("  {}\n", status.message.trim()));
-            }
-        }
-        text
-    }
-
-    /// Cells padded to the column widths, three spaces apart, as kubectl aligns its columns.
-    fn line(&self, cells: &[String]) -> String {
-        let mut line = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                line.push_str(cell);
-            } else {
-                let width = self.widths.get(i).copied().unwrap_or(0);
-                line.push_str(&format!("{cell:<width$}   "));
-            }
-        }
-        line.push('\n');
-        line
+        })
     }
 }
 
@@ -202,18 +132,6 @@ pub fn record_json(record: &AppRecord) -> Value {
         }
     }
     value
-}
-
-fn pretty(value: &Value) -> Result<String, String> {
-    serde_json::to_string_pretty(value)
-        .map(|text| text + "\n")
-        .map_err(|e| e.to_string())
-}
-
-fn yaml(value: &Value) -> Result<String, String> {
-    serde_saphyr::to_string(value)
-        .map(|text| format!("---\n{text}"))
-        .map_err(|e| e.to_string())
 }
 
 /// An age the way kubectl writes one: `45s`, `12m`, `5h`, `3d`.

@@ -122,15 +122,15 @@ fn name_and_jsonpath_print_what_scripts_read() {
         print(Output::Name, false, &apps),
         "service.serving.knative.dev/a\nservice.serving.knative.dev/b\n"
     );
-    let path = parse_output("jsonpath={.items[*].status.phase}").unwrap();
+    let path = crate::cli::output::parse_any("jsonpath={.items[*].status.phase}").unwrap();
     assert_eq!(print(path, false, &apps), "ACTIVE STOPPED");
 }
 
 #[test]
 fn output_formats_parse_and_an_unknown_one_lists_the_forms() {
-    assert_eq!(parse_output("wide"), Ok(Output::Wide));
+    assert_eq!(crate::cli::output::parse_any("wide"), Ok(Output::Wide));
     assert_eq!(
-        parse_output("xml").unwrap_err(),
+        crate::cli::output::parse_any("xml").unwrap_err(),
         "unknown output format `xml`; use table, wide, name, json, yaml or jsonpath=TEMPLATE"
     );
 }

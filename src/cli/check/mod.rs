@@ -17,7 +17,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::bail;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -34,7 +34,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::cli::app::TIMEOUT;
-use crate::cli::help;
+use crate::cli::output::{self, Output};
 use crate::cli::status::{self as proxy, Unanswered};
 use crate::cluster::call;
 use crate::cluster::client::{self, ClientArgs};
@@ -80,7 +80,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
             eprintln!("waiting for: {}", failing.join(", "));
             tokio::time::sleep(Duration::from_secs(2)).await;
         };
-        print(&outcomes, args.output, &mut std::io::stdout())?;
+        print(&outcomes, &args.output, &mut std::io::stdout())?;
         let failed = outcomes.iter().filter(|o| !o.ok).count();
         if failed > 0 {
             bail!("{failed} of {} checks failed", outcomes.len());
@@ -348,14 +348,14 @@ fn service_account_groups(user: &str) -> Vec<String> {
 }
 
 /// Print the outcomes: ✓/× lines with the hint under a failure, or JSON.
-fn print(outcomes: &[Outcome], output: CheckOutput, out: &mut dyn Write) -> anyhow::Result<()> {
-    match output {
-        CheckOutput::Json => {
+fn print(outcomes: &[Outcome], output: &Output, out: &mut dyn Write) -> anyhow::Result<()> {
+    match output.structured() {
+        true => {
             let ok = outcomes.iter().all(|o| o.ok);
             let value = serde_json::json!({"ok": ok, "checks": outcomes});
-            writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+            output::structured(&value, output, out)?;
         }
-        CheckOutput::Text => {
+        false => {
             for o in outcomes {
                 writeln!(out, "{} {}", if o.ok { "✓" } else { "×" }, o.message)?;
                 for detail in &o.details {
@@ -372,9 +372,20 @@ fn print(outcomes: &[Outcome], output: CheckOutput, out: &mut dyn Write) -> anyh
 
 // The flags of `check`.
 
+/// What `check --help` shows after the flags.
+const HELP: &str = "\
+Environment:
+  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook check
+  ksvc-webhook check --wait --timeout 2m -o json
+  ksvc-webhook check --pre                  # before installing";
+
 /// Arguments of `check`.
 #[derive(Debug, Clone, Args)]
-#[command(after_help = help::CHECK)]
+#[command(after_help = HELP)]
 pub struct CheckArgs {
     /// The namespace the webhook is installed in (its Service, Secret and catalogue).
     #[arg(long = "webhook-namespace", env = "KSVC_WEBHOOK_CHECK_NAMESPACE",
@@ -435,10 +446,11 @@ pub struct CheckArgs {
     #[arg(long, env = "KSVC_WEBHOOK_CHECK_PROBE_NAMESPACE", default_value = "default",
           value_parser = flags::parse_dns_label)]
     pub probe_namespace: String,
-    /// Output format: `text` (a ✓ or × line per check) or `json`.
-    #[arg(short = 'o', long, env = "KSVC_WEBHOOK_CHECK_OUTPUT", value_enum,
-          default_value_t = CheckOutput::Text)]
-    pub output: CheckOutput,
+    /// Output format: `table` (a ✓ or × line per check, what to do under a ×), `json` or
+    /// `yaml` (`{ok, checks: [{check, ok, message, details, hint}]}`), or `jsonpath=TEMPLATE`.
+    #[arg(short = 'o', long, env = "KSVC_WEBHOOK_CHECK_OUTPUT", default_value = "table",
+          value_parser = output::Forms { document: true }, hide_possible_values = true)]
+    pub output: Output,
     /// Check before installing instead: the API server's version, Knative's CRD, your right to
     /// create every kind the install holds, the namespace free or the webhook's, and no webhook
     /// configuration of a previous install.
@@ -487,13 +499,4 @@ impl CheckArgs {
             _ => (None, None),
         }
     }
-}
-
-/// `check -o`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CheckOutput {
-    /// A ✓ or × line per check, with what to do under a ×.
-    Text,
-    /// `{"ok": …, "checks": [{"check", "ok", "message", "details", "hint"}]}`.
-    Json,
 }

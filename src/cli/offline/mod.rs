@@ -8,7 +8,6 @@ pub mod manifests;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, bail};
 
@@ -18,17 +17,13 @@ use crate::keys;
 
 use clap::{Args, ValueEnum};
 
-use crate::admission::sidecars::Catalogue;
 use crate::admission::writers::UserInfo;
-use crate::cli::policy::PolicyArgs;
-use crate::cluster::client::{self, ClientArgs};
-use crate::cluster::{call, errors};
+use crate::cli::policy::{PolicyArgs, SidecarSourceArgs};
+use crate::cluster::client::ClientArgs;
 use crate::json::Node;
 use crate::json::edit::Editor;
 use crate::manifest_text as docs;
 use inputs::InputArgs;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
 
 fn write_out(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
@@ -40,12 +35,7 @@ fn write_out(text: &str) -> anyhow::Result<()> {
 /// `mutate`: print the mutated manifests, or the violations and fail.
 pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
     let mut policy = args.policy.policy()?;
-    if args.sidecars_from_cluster {
-        policy.sidecars = Arc::new(catalogue_from_cluster(
-            &args.cluster,
-            &args.sidecars_configmap,
-        )?);
-    }
+    args.sidecars_source.apply(&mut policy, &args.cluster)?;
     let inputs = inputs::read_all(&args.input)?;
     let old = match &args.old {
         Some(path) => {
@@ -194,8 +184,8 @@ pub fn review(args: &ReviewArgs) -> anyhow::Result<()> {
 }
 
 /// `uninject`: the manifests without anything the webhook added.
-pub fn uninject(args: &InputArgs) -> anyhow::Result<()> {
-    let inputs = inputs::read_all(args)?;
+pub fn uninject(args: &UninjectArgs) -> anyhow::Result<()> {
+    let inputs = inputs::read_all(&args.input)?;
     let out = manifests::rewrite(&inputs, |obj| {
         let mut node = Node::from_json(obj.take());
         if !edits::strip(&mut Editor::new(&mut node)) {
@@ -277,10 +267,64 @@ pub fn sha(args: &ShaArgs) -> anyhow::Result<()> {
     write_out(&lines)
 }
 
-// The flags of the offline subcommands.
+// The flags of the offline subcommands, each with the words after its `--help`: the environment
+// variables it reads besides each flag's own, and examples that work when pasted.
+
+/// What `mutate --help` shows after the flags.
+const MUTATE_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook mutate -f examples/managed-ksvc.yaml
+  ksvc-webhook mutate -f examples/ -f extra.yaml        # every *.yaml, *.yml, *.json; -R recurses
+  kubectl get ksvc hello -o yaml | ksvc-webhook mutate -f - --operation update --old stored.yaml";
+
+/// What `review --help` shows after the flags.
+const REVIEW_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook review -f examples/managed-review.json
+  ksvc-webhook review -f review.yaml --sidecars examples/sidecars.yaml";
+
+/// What `uninject --help` shows after the flags.
+const UNINJECT_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook mutate -f examples/managed-ksvc.yaml | ksvc-webhook uninject -f -";
+
+/// What `name --help` shows after the flags.
+const NAME_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook name --project proj --domain dev --name MyApp     # myapp-proj-dev";
+
+/// What `sha --help` shows after the flags.
+const SHA_HELP: &str = "\
+Environment:
+  NO_COLOR     any value: no colour in help and errors
+
+Examples:
+  ksvc-webhook sha -f examples/managed-ksvc.yaml                 # flyte/myapp-proj-dev  <sha>
+  ksvc-webhook sha -R -f examples/ -n team-a";
+
+/// Arguments of `uninject`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = UNINJECT_HELP)]
+pub struct UninjectArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+}
 
 /// Arguments of `sha`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = SHA_HELP)]
 pub struct ShaArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -299,6 +343,7 @@ pub enum OperationArg {
 
 /// Arguments of `mutate`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = MUTATE_HELP)]
 pub struct MutateArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -332,57 +377,15 @@ pub struct MutateArgs {
     pub groups: Vec<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// Read the sidecar catalogue from the cluster's ConfigMap with your kubeconfig, as the
-    /// server reads it (key `sidecars.yaml`), instead of `--sidecars FILE`.
-    #[arg(
-        long,
-        env = "KSVC_WEBHOOK_SIDECARS_FROM_CLUSTER",
-        conflicts_with = "sidecars"
-    )]
-    pub sidecars_from_cluster: bool,
-    /// The catalogue's ConfigMap for `--sidecars-from-cluster`, as NAMESPACE/NAME.
-    #[arg(
-        long,
-        env = "KSVC_WEBHOOK_SIDECARS_CONFIGMAP",
-        default_value = "ksvc-system/ksvc-webhook-sidecars",
-        value_name = "NAMESPACE/NAME"
-    )]
-    pub sidecars_configmap: String,
+    #[command(flatten)]
+    pub sidecars_source: SidecarSourceArgs,
     #[command(flatten)]
     pub cluster: ClientArgs,
 }
 
-/// The sidecar catalogue in the ConfigMap `at` (`NAMESPACE/NAME`, key `sidecars.yaml`) of the
-/// cluster `cluster` names, read with the user's credentials.
-pub(super) fn catalogue_from_cluster(cluster: &ClientArgs, at: &str) -> anyhow::Result<Catalogue> {
-    let Some((namespace, name)) = at.split_once('/') else {
-        bail!(
-            "--sidecars-configmap {at:?}: say NAMESPACE/NAME, e.g. ksvc-system/ksvc-webhook-sidecars"
-        );
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let text = runtime.block_on(async {
-        let (client, server) = client::client(cluster, None).await?;
-        let config_maps: Api<ConfigMap> = Api::namespaced(client, namespace);
-        let found = call::timed("get configmap", cluster.api_timeout, config_maps.get_opt(name))
-            .await
-            .map_err(|e| errors::Error::from_call(e, &server))?;
-        let Some(config_map) = found else {
-            bail!("no ConfigMap {namespace}/{name} in the cluster; name the catalogue's with --sidecars-configmap NAMESPACE/NAME");
-        };
-        let data = config_map.data.unwrap_or_default();
-        let Some(text) = data.get("sidecars.yaml") else {
-            bail!("ConfigMap {namespace}/{name} has no key sidecars.yaml");
-        };
-        Ok(text.clone())
-    })?;
-    Catalogue::parse(&text).with_context(|| format!("the sidecar catalogue in ConfigMap {at}"))
-}
-
 /// Arguments of `review`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = REVIEW_HELP)]
 pub struct ReviewArgs {
     /// The admission.k8s.io/v1 AdmissionReview, in JSON or YAML, or `-` for standard input.
     #[arg(short = 'f', long = "filename", value_name = "FILE|-")]
@@ -393,6 +396,7 @@ pub struct ReviewArgs {
 
 /// Arguments of `name`.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = NAME_HELP)]
 pub struct NameArgs {
     /// The app's project.
     #[arg(long)]
