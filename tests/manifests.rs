@@ -540,7 +540,10 @@ fn the_lease_rbac_reaches_only_the_loops_own_lease() {
         let pod = deploy.spec.template.spec.as_ref().unwrap();
         let sa = pod.service_account_name.clone().unwrap();
         part_reaches_only_its_lease(&m, &sa, &lease);
-        assert!(leases.insert(lease), "{name}: the parts never share a Lease");
+        assert!(
+            leases.insert(lease),
+            "{name}: the parts never share a Lease"
+        );
     }
     // The controller keeps the all-in-one's Lease: through an upgrade from one Deployment to
     // two, the loop's writes still have one leader.
@@ -1014,4 +1017,3 @@ fn part_follows_the_arithmetic(m: &Rendered, name: &str, role: Role) {
         "{shutdown:?} of shutdown does not fit in {grace}s with 5s to spare"
     );
 }
-

@@ -22,7 +22,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::controller::WATCH_TIMEOUT_SECS;
-use super::hub::AppKey;
 use crate::admission::guard::{Lookup, Owner, OwnerView, Route};
 use crate::admission::ksvc;
 use crate::cluster::client::{self, ClientArgs};
@@ -39,11 +38,21 @@ pub const API_CALLS: &[ApiCall] = &[
 /// Objects a list page asks for: the page, not the cluster, bounds what one response holds.
 pub const PAGE_SIZE: u32 = 500;
 
-/// One `status.traffic` entry, as the guard reads it.
+/// One `status.traffic` entry, as the guard reads it: its revision, tag and share.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
-    pub revision: Box<str>,
-    pub route: Route,
+    revision: Box<str>,
+    tag: Option<Box<str>>,
+    percent: Option<i64>,
+}
+
+impl Target {
+    fn route(&self) -> Route {
+        Route {
+            tag: self.tag.as_deref().map(String::from),
+            percent: self.percent,
+        }
+    }
 }
 
 /// A Knative Service as the revision guard sees it; the only part of the object ever built.
@@ -97,10 +106,11 @@ impl From<RawService> for SlimService {
         let stopped = ksvc::is_stopped(|key| meta.labels.get(key).map(String::as_str));
         let traffic = raw.status.traffic.into_iter().map(|t| Target {
             revision: t.revision_name.into(),
-            route: Route {
-                tag: t.tag.filter(|tag| !tag.is_empty()),
-                percent: t.percent,
-            },
+            tag: t
+                .tag
+                .filter(|tag| !tag.is_empty())
+                .map(String::into_boxed_str),
+            percent: t.percent,
         });
         Self {
             metadata: ObjectMeta {
@@ -152,7 +162,8 @@ struct Kept {
 /// The projection of every watched Service, filled from the watcher's events.
 #[derive(Debug, Default)]
 pub struct Projection {
-    apps: HashMap<AppKey, Kept>,
+    /// By `namespace/name`: one allocation a key.
+    apps: HashMap<Box<str>, Kept>,
     /// Lists started so far; the one under way, if any, is the last.
     list: u32,
     /// The first list is complete: a Service missing from the projection is gone.
@@ -167,7 +178,7 @@ impl Projection {
             watcher::Event::InitApply(svc) | watcher::Event::Apply(svc) => self.keep(svc),
             watcher::Event::Delete(svc) => {
                 if let Some(key) = key(&svc) {
-                    self.apps.remove(&key);
+                    self.apps.remove(&*key);
                 }
             }
             watcher::Event::InitDone => {
@@ -205,11 +216,10 @@ impl Projection {
         if !self.synced {
             return Owner::Unknown;
         }
-        let key = AppKey {
-            namespace: lookup.namespace.to_owned(),
-            name: lookup.service.to_owned(),
-        };
-        match self.apps.get(&key) {
+        match self
+            .apps
+            .get(format!("{}/{}", lookup.namespace, lookup.service).as_str())
+        {
             None => Owner::Gone,
             Some(kept) if kept.deleting => Owner::Deleting,
             Some(kept) => Owner::Present {
@@ -218,18 +228,16 @@ impl Projection {
                     .traffic
                     .iter()
                     .filter(|t| &*t.revision == lookup.revision)
-                    .map(|t| t.route.clone())
+                    .map(Target::route)
                     .collect(),
             },
         }
     }
 }
 
-fn key(svc: &SlimService) -> Option<AppKey> {
-    Some(AppKey {
-        namespace: svc.metadata.namespace.clone()?,
-        name: svc.metadata.name.clone()?,
-    })
+fn key(svc: &SlimService) -> Option<Box<str>> {
+    let meta = &svc.metadata;
+    Some(format!("{}/{}", meta.namespace.as_deref()?, meta.name.as_deref()?).into_boxed_str())
 }
 
 /// The running projection: its view for the guard and its task.

@@ -9,7 +9,8 @@
 //! docs/performance.md). Asserts only memory, with room: the cache's cost per app, and a
 //! re-list holding one copy of it, not two. The admission part alone (`--role admission`) is
 //! measured the same way: its resident memory through the first list and a re-list stays under
-//! 64 MiB, whatever N. `KSVC_SCALE_APPS` sets N (20,000 by default; 50,000 by hand).
+//! 64 MiB, whatever N. `KSVC_SCALE_APPS` sets N (20,000 by default; 50,000 by hand), and
+//! `KSVC_SCALE_BIN` another build of the binary to measure (a release build, by hand).
 
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -136,7 +137,8 @@ async fn run(n: usize, part: Part) -> Measured {
     let dir = tempfile::tempdir().unwrap();
     let tls = certs(dir.path());
     let ca = std::fs::read_to_string(tls.join("ca.crt")).unwrap();
-    let child = Command::new(BIN)
+    let bin = std::env::var("KSVC_SCALE_BIN").unwrap_or_else(|_| BIN.to_owned());
+    let child = Command::new(bin)
         .args([
             "serve",
             "--listen",
@@ -215,7 +217,11 @@ async fn run(n: usize, part: Part) -> Measured {
         .unwrap();
     // The admission role says the same words after either list: the first one's were seen
     // before the re-list was forced.
-    let after = if part.revisions { last.max(forced) } else { forced };
+    let after = if part.revisions {
+        last.max(forced)
+    } else {
+        forced
+    };
     line_after(&lines, after, part.relisted).await;
     let relist_cpu = cpu_secs(pid) - before;
     let relist_peak_kib = status_kib(pid, "VmHWM:");
