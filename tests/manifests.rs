@@ -614,17 +614,20 @@ fn the_monitoring_component_scrapes_the_pods_and_ships_its_dashboard() {
         return;
     };
     let deploy: Deployment = m.named("Deployment", ADMISSION);
-    let pod_labels = pod_labels(&deploy);
     let monitor = m.all("PodMonitor")[0].clone();
-    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
-        .as_object()
-        .unwrap()
-    {
-        assert_eq!(
-            pod_labels.get(key).map(String::as_str),
-            value.as_str(),
-            "{key}"
-        );
+    // Both parts' pods: the loop's metrics are the controller's.
+    for (name, _) in PARTS {
+        let pod_labels = pod_labels(&m.named("Deployment", name));
+        for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .unwrap()
+        {
+            assert_eq!(
+                pod_labels.get(key).map(String::as_str),
+                value.as_str(),
+                "{name}: {key}"
+            );
+        }
     }
     let port = &monitor["spec"]["podMetricsEndpoints"][0]["port"];
     let c = container(&deploy);
