@@ -1,6 +1,7 @@
-//! One rule taken from the manifests' ClusterRole (the controller part's): the feature that needs it fails loudly, its
-//! log naming the permission kube-apiserver refused, and recovers once the rule is back. The
-//! least-privilege test leaves this test's namespace out (its 403s are the point here).
+//! One rule taken from the manifests' ClusterRole (the controller part's): the feature that needs
+//! it fails loudly, its log naming the permission kube-apiserver refused, and recovers once the
+//! rule is back. The least-privilege test leaves this test's namespace out (its 403s are the
+//! point here).
 
 use support::control_plane::{ControlPlane, Webhook, eventually};
 
