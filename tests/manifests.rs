@@ -25,11 +25,13 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use ksvc_webhook::certmgr::CertArgs;
 use ksvc_webhook::cluster::rbac::ApiCall;
 use ksvc_webhook::keys;
+use ksvc_webhook::server::role::Role;
 use serde_json::Value;
 
-/// The API calls of every module that talks to the API server. The RBAC in `manifests/` must
-/// grant exactly their union (add any new module's `API_CALLS` here).
-const DECLARED: &[&[ApiCall]] = ksvc_webhook::cli::check::SERVER_CALLS;
+/// The two parts, by Deployment (and ServiceAccount, Service, PodDisruptionBudget) name.
+const ADMISSION: &str = "ksvc-webhook";
+const CONTROLLER: &str = "ksvc-webhook-controller";
+const PARTS: [(&str, Role); 2] = [(ADMISSION, Role::Admission), (CONTROLLER, Role::Controller)];
 
 /// Resources that must only be granted in the webhook's own namespace (a Role, never a
 /// ClusterRole).
@@ -94,6 +96,17 @@ impl Rendered {
 
     fn all(&self, kind: &str) -> Vec<&Value> {
         self.0.iter().filter(|d| d["kind"] == kind).collect()
+    }
+
+    /// The object of `kind` called `name`.
+    fn named<T: serde::de::DeserializeOwned>(&self, kind: &str, name: &str) -> T {
+        let found: Vec<_> = self
+            .all(kind)
+            .into_iter()
+            .filter(|d| d["metadata"]["name"] == name)
+            .collect();
+        assert_eq!(found.len(), 1, "exactly one {kind} {name}");
+        serde_json::from_value(found[0].clone()).unwrap()
     }
 
     fn one<T: serde::de::DeserializeOwned>(&self, kind: &str) -> T {
@@ -234,8 +247,8 @@ fn env<'a>(c: &'a Container, name: &str) -> Option<&'a k8s_openapi::api::core::v
 fn the_webhook_calls_the_service_on_the_servers_port_and_path() {
     let m = Rendered::base();
     let config: MutatingWebhookConfiguration = m.one("MutatingWebhookConfiguration");
-    let svc: Service = m.one("Service");
-    let deploy: Deployment = m.one("Deployment");
+    let svc: Service = m.named("Service", ADMISSION);
+    let deploy: Deployment = m.named("Deployment", ADMISSION);
     let c = container(&deploy);
     let hooks = config.webhooks.as_ref().unwrap();
     assert_eq!(hooks.len(), 1);
@@ -301,7 +314,7 @@ fn the_registration_is_safe_and_ordered_after_knative() {
     assert_eq!(hook.match_policy.as_deref(), Some("Equivalent"));
     // Ignore until a replica answered; the leader then writes --failure-policy (Fail).
     assert_eq!(hook.failure_policy.as_deref(), Some("Ignore"));
-    let deploy: Deployment = m.one("Deployment");
+    let deploy: Deployment = m.named("Deployment", ADMISSION);
     let c = container(&deploy);
     let args = serve_args(&c);
     assert_eq!(
@@ -346,7 +359,7 @@ fn the_registration_is_safe_and_ordered_after_knative() {
 fn the_namespace_selector_excludes_system_namespaces_and_honours_the_opt_out() {
     let m = Rendered::base();
     let config: MutatingWebhookConfiguration = m.one("MutatingWebhookConfiguration");
-    let deploy: Deployment = m.one("Deployment");
+    let deploy: Deployment = m.named("Deployment", ADMISSION);
     let own = deploy.metadata.namespace.clone().unwrap();
     let selector = config.webhooks.as_ref().unwrap()[0]
         .namespace_selector
@@ -390,7 +403,18 @@ fn rbac_grants_exactly_the_declared_api_calls() {
 }
 
 fn rbac_is_exactly_the_declared_calls(m: &Rendered) {
-    let deploy: Deployment = m.one("Deployment");
+    let mut accounts = BTreeSet::new();
+    for (name, role) in PARTS {
+        let deploy: Deployment = m.named("Deployment", name);
+        assert_eq!(serve_args(&container(&deploy)).role, role, "{name}");
+        let sa = part_is_granted_exactly_its_calls(m, &deploy, role);
+        assert!(accounts.insert(sa), "{name}: one ServiceAccount per part");
+    }
+}
+
+/// Every call a part of `role` makes is granted to its ServiceAccount, and nothing else;
+/// returns the account.
+fn part_is_granted_exactly_its_calls(m: &Rendered, deploy: &Deployment, role: Role) -> String {
     let ns = deploy.metadata.namespace.clone().unwrap();
     let pod = deploy.spec.template.spec.as_ref().unwrap();
     let sa = pod.service_account_name.clone().unwrap();
@@ -423,7 +447,7 @@ fn rbac_is_exactly_the_declared_calls(m: &Rendered) {
             );
         }
     }
-    let declared: BTreeSet<_> = DECLARED
+    let declared: BTreeSet<_> = ksvc_webhook::cli::serve::api_calls(role)
         .iter()
         .flat_map(|calls| calls.iter())
         .map(|c| {
@@ -444,6 +468,7 @@ fn rbac_is_exactly_the_declared_calls(m: &Rendered) {
         extra.is_empty(),
         "RBAC grants calls no module declares: {extra:?}"
     );
+    sa
 }
 
 #[test]
@@ -474,7 +499,7 @@ fn certificate_rbac_is_limited_to_its_own_objects_by_name() {
         }
     }
     // The Deployment passes the same names the rules allow.
-    let deploy: Deployment = m.one("Deployment");
+    let deploy: Deployment = m.named("Deployment", ADMISSION);
     let c = container(&deploy);
     let value = |n: &str| env(&c, n).and_then(|e| e.value.clone());
     assert_eq!(
@@ -485,7 +510,7 @@ fn certificate_rbac_is_limited_to_its_own_objects_by_name() {
         value("KSVC_WEBHOOK_WEBHOOK_CONFIG_NAME"),
         Some(defaults.webhook_config_name)
     );
-    let svc: Service = m.one("Service");
+    let svc: Service = m.named("Service", ADMISSION);
     assert_eq!(value("KSVC_WEBHOOK_SERVICE_NAME"), svc.metadata.name);
     let from_field = env(&c, "KSVC_WEBHOOK_POD_NAMESPACE")
         .unwrap()
@@ -505,10 +530,31 @@ fn the_lease_rbac_reaches_only_the_loops_own_lease() {
         #[command(flatten)]
         lease: ksvc_webhook::cluster::election::LeaseArgs,
     }
-    let lease = Only::try_parse_from(["serve"]).unwrap().lease.lease_name;
+    let default = Only::try_parse_from(["serve"]).unwrap().lease.lease_name;
     let m = Rendered::base();
+    let mut leases = BTreeSet::new();
+    for (name, _) in PARTS {
+        let deploy: Deployment = m.named("Deployment", name);
+        let c = container(&deploy);
+        let lease = arg(&c, "--lease-name").map_or(default.clone(), String::from);
+        let pod = deploy.spec.template.spec.as_ref().unwrap();
+        let sa = pod.service_account_name.clone().unwrap();
+        part_reaches_only_its_lease(&m, &sa, &lease);
+        assert!(
+            leases.insert(lease),
+            "{name}: the parts never share a Lease"
+        );
+    }
+    // The controller keeps the all-in-one's Lease: through an upgrade from one Deployment to
+    // two, the loop's writes still have one leader.
+    let controller: Deployment = m.named("Deployment", CONTROLLER);
+    assert_eq!(arg(&container(&controller), "--lease-name"), None);
+}
+
+fn part_reaches_only_its_lease(m: &Rendered, sa: &str, lease: &str) {
+    let lease = lease.to_owned();
     let mut lease_rules = 0;
-    for (scope, rule) in m.rules("ksvc-webhook", "ksvc-system") {
+    for (scope, rule) in m.rules(sa, "ksvc-system") {
         if !rule.resources.iter().flatten().any(|r| r == "leases") {
             continue;
         }
@@ -532,7 +578,7 @@ fn the_optional_network_policy_guards_the_webhook_port_of_its_pods() {
         eprintln!("kubectl not found: network-policy overlay not rendered (skipped)");
         return;
     };
-    let deploy: Deployment = m.one("Deployment");
+    let deploy: Deployment = m.named("Deployment", ADMISSION);
     let pod_labels = pod_labels(&deploy);
     let policy: NetworkPolicy = m.one("NetworkPolicy");
     assert_eq!(policy.metadata.namespace, deploy.metadata.namespace);
@@ -567,18 +613,21 @@ fn the_monitoring_component_scrapes_the_pods_and_ships_its_dashboard() {
         eprintln!("kubectl not found: monitoring overlay not rendered (skipped)");
         return;
     };
-    let deploy: Deployment = m.one("Deployment");
-    let pod_labels = pod_labels(&deploy);
+    let deploy: Deployment = m.named("Deployment", ADMISSION);
     let monitor = m.all("PodMonitor")[0].clone();
-    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
-        .as_object()
-        .unwrap()
-    {
-        assert_eq!(
-            pod_labels.get(key).map(String::as_str),
-            value.as_str(),
-            "{key}"
-        );
+    // Both parts' pods: the loop's metrics are the controller's.
+    for (name, _) in PARTS {
+        let pod_labels = pod_labels(&m.named("Deployment", name));
+        for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .unwrap()
+        {
+            assert_eq!(
+                pod_labels.get(key).map(String::as_str),
+                value.as_str(),
+                "{name}: {key}"
+            );
+        }
     }
     let port = &monitor["spec"]["podMetricsEndpoints"][0]["port"];
     let c = container(&deploy);
@@ -611,7 +660,7 @@ fn the_monitoring_component_scrapes_the_pods_and_ships_its_dashboard() {
 #[test]
 fn the_pod_is_hardened_and_drains_before_it_is_killed() {
     let m = Rendered::base();
-    let deploy: Deployment = m.one("Deployment");
+    let deploy: Deployment = m.named("Deployment", ADMISSION);
     let spec = &deploy.spec;
     assert_eq!(spec.replicas, Some(2));
     let pod = spec.template.spec.as_ref().unwrap();
@@ -711,7 +760,7 @@ fn the_pod_is_hardened_and_drains_before_it_is_killed() {
     let (mount, volume) = cert_volume(pod, &c);
     assert!(volume.empty_dir.is_some() && mount.read_only != Some(true));
     // The PDB keeps one replica through drains and selects these pods.
-    let pdb: PodDisruptionBudget = m.one("PodDisruptionBudget");
+    let pdb: PodDisruptionBudget = m.named("PodDisruptionBudget", ADMISSION);
     let pdb_spec = pdb.spec.unwrap();
     assert_eq!(pdb_spec.min_available, Some(IntOrString::Int(1)));
     let labels = spec
@@ -734,7 +783,7 @@ fn the_sidecar_catalogue_is_mounted_and_parses() {
     let text = cm.data.as_ref().unwrap().get("sidecars.yaml").unwrap();
     let catalogue = ksvc_webhook::admission::sidecars::Catalogue::parse(text).unwrap();
     assert!(catalogue.is_empty(), "the base ships an empty catalogue");
-    let deploy: Deployment = m.one("Deployment");
+    let deploy: Deployment = m.named("Deployment", ADMISSION);
     let args = container(&deploy).args.unwrap_or_default();
     assert!(
         args.iter()
@@ -756,7 +805,7 @@ fn the_cert_manager_overlay_turns_self_management_off() {
         eprintln!("kubectl not found: cert-manager overlay not rendered (skipped)");
         return;
     };
-    let deploy: Deployment = m.one("Deployment");
+    let deploy: Deployment = m.named("Deployment", ADMISSION);
     let c = container(&deploy);
     assert_eq!(
         env(&c, "KSVC_WEBHOOK_SELF_MANAGED_CERTS")
@@ -791,7 +840,7 @@ fn the_cert_manager_overlay_turns_self_management_off() {
     let hook = &config.webhooks.as_ref().unwrap()[0];
     assert_eq!(hook.failure_policy.as_deref(), Some("Fail"));
     // The serving certificate names the Service, as the self-managed one does.
-    let svc: Service = m.one("Service");
+    let svc: Service = m.named("Service", ADMISSION);
     let svc_name = svc.metadata.name.unwrap();
     let dns: Vec<String> = serving["spec"]["dnsNames"]
         .as_array()
@@ -906,24 +955,39 @@ fn the_memory_limit_and_the_deadlines_follow_the_arithmetic() {
 }
 
 fn memory_and_deadlines_follow_the_arithmetic(m: &Rendered) {
+    for (name, role) in PARTS {
+        eprintln!("checking {name}");
+        part_follows_the_arithmetic(m, name, role);
+    }
+}
+
+/// The least number of apps each part's default limit holds through a re-list: the admission
+/// part's projection far more than any cluster Knative is run at, the controller's cache at
+/// least 3,000 apps (the size Red Hat supports Knative at).
+fn least_apps(role: Role) -> u64 {
+    match role {
+        Role::Admission => 50_000,
+        Role::All | Role::Controller => 3_000,
+    }
+}
+
+fn part_follows_the_arithmetic(m: &Rendered, name: &str, role: Role) {
     use ksvc_webhook::server::memory::Arithmetic;
-    let deploy: Deployment = m.one("Deployment");
+    let deploy: Deployment = m.named("Deployment", name);
     let c = container(&deploy);
     let args = serve_args(&c);
     let options = ksvc_webhook::cli::serve::options(&args);
     let limits = c.resources.as_ref().unwrap().limits.as_ref().unwrap();
     let limit = ksvc_webhook::flags::parse_bytes(&limits["memory"].0).unwrap() as u64;
-    let arithmetic = Arithmetic::of(&options);
+    let arithmetic = Arithmetic::of_role(&options, role);
     assert!(
         arithmetic.total() <= limit,
         "the memory limit {limit} is below the arithmetic's {} ({arithmetic:?})",
         arithmetic.total()
     );
-    // Issue 27: the cache's per-app term. The default install holds at least 3,000 apps (the
-    // size Red Hat supports Knative at) through a re-list; docs/performance.md says how many.
     let apps = arithmetic.supported_apps(limit);
     assert!(
-        apps >= 3000,
+        apps >= least_apps(role),
         "the {limit} limit holds {apps} apps at a re-list"
     );
     let perf =
@@ -932,7 +996,7 @@ fn memory_and_deadlines_follow_the_arithmetic(m: &Rendered) {
     let said = format!("{apps} apps");
     assert!(
         perf.contains(&said),
-        "docs/performance.md must state the supported number ({said}) for the default limit"
+        "docs/performance.md must state the supported number ({said}) for {name}'s default limit"
     );
 
     let config: MutatingWebhookConfiguration = m.one("MutatingWebhookConfiguration");

@@ -1,9 +1,10 @@
 //! `serve`: build the runtime, wire SIGTERM/SIGINT to a graceful shutdown, run the server.
 //!
 //! Thin: translates [`ServeArgs`] into [`server::Options`], owns process-level concerns (worker
-//! threads, log format) and wires the parts together: the sidecar catalogue reload, the watch
-//! loop (routes, metrics, leadership; never readiness) and the self-managed certificates, which
-//! are in place before the server loads them. Everything else lives in the modules it wires.
+//! threads, log format) and wires the parts `--role` asks for: the sidecar catalogue reload, the
+//! watch loop (routes, metrics, leadership; never readiness) or, for the admission role alone,
+//! the revision guard's Service projection, and the self-managed certificates, which are in
+//! place before the server loads them. Everything else lives in the modules it wires.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,10 +20,12 @@ use clap::Args;
 use super::policy::PolicyArgs;
 use crate::apps::{self, args::StatusApiArgs};
 use crate::certmgr::CertArgs;
-use crate::cluster::election::{Election, LeaseArgs};
+use crate::cluster::election::{self, Election, LeaseArgs};
+use crate::cluster::rbac::ApiCall;
 use crate::cluster::{self, client::ClientArgs};
 use crate::flags::{parse_bytes, parse_duration, parse_listen_addr};
 use crate::server::catalogue::CatalogueReloader;
+use crate::server::role::Role;
 use crate::server::{self, Server, tls::CertPaths};
 use crate::telemetry::logs::LogFormat;
 use crate::watch::args::WatchArgs;
@@ -51,6 +54,12 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     }
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let mode = CertMode::of(&args, in_cluster);
+    if mode == CertMode::SelfManaged && !args.role.admits() {
+        anyhow::bail!(
+            "--role controller serves the certificate the admission part manages: mount its \
+             Secret and pass --tls-dir (or --self-managed-certs=false with --tls-cert/--tls-key)"
+        );
+    }
     args.certs.self_managed_certs = Some(mode == CertMode::SelfManaged);
     if let Some(dir) = mode.dir_outside_cluster(&args, in_cluster, std::process::id()) {
         std::fs::create_dir_all(&dir)
@@ -162,13 +171,25 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
     // loop that cannot list would otherwise refuse every KService write in the cluster.
     // One election for the replica, whichever parts follow it (the loop's writes, the
     // certificates' rotation and publication); it connects in the background too.
+    // The admission role runs no loop: the guard reads a projection of each Service instead.
+    let runs_loop = args.role.runs_loop() && !args.watch.no_watch;
     let mut election = Election::new(&args.lease.in_namespace(&args.certs.namespace));
-    let mut watch = watch::spawn(&args.watch, &args.client, &election, server.policy());
-    if !args.watch.no_watch || args.certs.self_managed_certs == Some(true) {
+    let mut loop_args = args.watch.clone();
+    loop_args.no_watch = !runs_loop;
+    let mut watch = watch::spawn(&loop_args, &args.client, &election, server.policy());
+    if runs_loop || args.certs.self_managed_certs == Some(true) {
         election.start(&args.client, watch.metrics.error_counter("lease"));
     }
+    let projection = (args.role == Role::Admission && !args.watch.no_watch)
+        .then(|| watch::projection::spawn(&args.client, args.watch.watch_namespace.clone()));
+    if let Some(projection) = &projection {
+        server.revision_owners(projection.revision_owners());
+    }
+    if !args.role.admits() {
+        server.without_admission();
+    }
     let status_metrics = apps::auth::StatusMetrics::default();
-    if !args.watch.no_watch {
+    if runs_loop {
         let routes = apps::router(&watch, &status_metrics, &args.client, &args.status_api);
         server.merge_routes(routes);
         server.revision_owners(watch.revision_owners());
@@ -200,7 +221,7 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
         anyhow::Ok(tokio::spawn(probe.until_answered(answered)))
     });
     let probe = probe.transpose()?;
-    let memory = server::memory::Arithmetic::of(&options);
+    let memory = server::memory::Arithmetic::of_role(&options, args.role);
     tracing::info!(
         listen = %bound.local_addr()?,
         metrics = ?bound.metrics_addr().transpose()?,
@@ -230,7 +251,12 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
     // by the API timeout) while the connections finish, so the other replica leads at once.
     let release = async {
         stopping.wait().await;
-        tokio::join!(watch.shutdown(), election.shutdown());
+        let projection = async {
+            if let Some(projection) = projection {
+                projection.shutdown().await;
+            }
+        };
+        tokio::join!(watch.shutdown(), election.shutdown(), projection);
     };
     tokio::join!(bound.run(), release);
     for task in [certificates, reload_catalogue, probe]
@@ -275,6 +301,23 @@ async fn manage_certificates(
     .await
     .context("cannot set up the self-managed certificates")?;
     Ok(task)
+}
+
+/// Every API call a `serve` process of `role` makes: its ServiceAccount's RBAC grants exactly
+/// these (tests/manifests.rs, per part). The certificate manager's calls count where the role
+/// answers admission (the controller serves the Secret the admission part writes).
+pub fn api_calls(role: Role) -> Vec<&'static [ApiCall]> {
+    let mut calls = vec![election::API_CALLS];
+    if role.admits() {
+        calls.push(certmgr::API_CALLS);
+    }
+    match role {
+        Role::Admission => calls.push(watch::projection::API_CALLS),
+        Role::All | Role::Controller => {
+            calls.extend([watch::API_CALLS, apps::auth::reviews::API_CALLS]);
+        }
+    }
+    calls
 }
 
 /// The directory of the serving certificate, where self-managed certificates are written.
@@ -350,6 +393,11 @@ Examples:
 #[derive(Debug, Clone, Args)]
 #[command(after_help = HELP)]
 pub struct ServeArgs {
+    /// The parts this process runs: `all` (admission and the watch loop), `admission` (the
+    /// webhook, with a small projection of each Service for the revision guard) or `controller`
+    /// (the watch loop and the status API); docs/install.md says when to split.
+    #[arg(long, env = "KSVC_WEBHOOK_ROLE", value_enum, default_value_t = Role::All)]
+    pub role: Role,
     /// Address of the HTTPS admission listener (`HOST:PORT`, or `:PORT` for every interface).
     #[arg(long, env = "KSVC_WEBHOOK_LISTEN", default_value = "0.0.0.0:8443", value_parser = parse_listen_addr)]
     pub listen: SocketAddr,

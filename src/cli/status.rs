@@ -32,8 +32,9 @@ pub struct StatusApiArgs {
     #[arg(long = "webhook-namespace", env = "KSVC_WEBHOOK_NAMESPACE",
           default_value = "ksvc-system", value_parser = flags::parse_dns_label)]
     pub webhook_namespace: String,
-    /// The webhook's Service, whose status API answers `/apps`.
-    #[arg(long = "webhook-service", env = "KSVC_WEBHOOK_SERVICE", default_value = "ksvc-webhook",
+    /// The Service of the status API, which answers `/apps` (the controller part's; the
+    /// admission Service `ksvc-webhook` of an all-in-one install).
+    #[arg(long = "webhook-service", env = "KSVC_WEBHOOK_SERVICE", default_value = "ksvc-webhook-controller",
           value_parser = super::parse_service_name)]
     pub webhook_service: String,
     /// Read `/apps` in pages of this many apps (as kubectl's `--chunk-size`).

@@ -4,9 +4,12 @@
 //!
 //! Every term is a bound a client cannot push past: the byte budget of bodies (times the
 //! allocator's overhead), the connection caps times the most one connection can buffer, and
-//! what the rest of the process holds. Reads no clock, does no I/O.
+//! what the rest of the process holds. Per `--role`: the parts that run the watch loop add its
+//! cache per app through a re-list; the admission part alone adds only the revision guard's
+//! projection per app. Reads no clock, does no I/O.
 
 use super::listen::{H1_MAX_BUF, H2_CONN_WINDOW, H2_MAX_HEADER_LIST, H2_MAX_STREAMS, H2_SEND_BUF};
+use super::role::Role;
 use super::{Options, PROBE_CONNECTIONS};
 
 const KIB: u64 = 1 << 10;
@@ -35,20 +38,34 @@ pub const CACHE_PER_APP: u64 = 14 * KIB;
 /// store applies the list in place, so it never holds two copies).
 pub const RELIST_PERCENT: u64 = 115;
 
+/// Resident memory of one app in the admission role's Service projection (namespace, name,
+/// stop and deletion flags, the `status.traffic` entries), through a re-list, which updates it
+/// in place (measured: tests/server/scale.rs; docs/performance.md).
+pub const PROJECTION_PER_APP: u64 = 512;
+
 /// The terms of the bound, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Arithmetic {
     pub baseline: u64,
+    /// Room for the status API's caches and streams (none in the admission role).
     pub others: u64,
     /// The body budget times the allocator's overhead.
     pub bodies: u64,
     /// Both listeners' connection caps times the most one connection buffers.
     pub connections: u64,
+    /// What one app costs at a re-list's peak: the watch cache's, or the projection's in the
+    /// admission role.
+    pub per_app: u64,
 }
 
 impl Arithmetic {
-    /// The bound for a server started with `options`.
+    /// The bound for a server running every part (`--role all`) with `options`.
     pub fn of(options: &Options) -> Self {
+        Self::of_role(options, Role::All)
+    }
+
+    /// The bound for a server of `role` started with `options`.
+    pub fn of_role(options: &Options, role: Role) -> Self {
         let limits = &options.limits;
         let budget = limits.body_budget as u64;
         let tls = per_connection(options.http2, true) * limits.max_connections as u64;
@@ -56,11 +73,16 @@ impl Arithmetic {
             Some(_) => per_connection(false, false) * PROBE_CONNECTIONS as u64,
             None => 0,
         };
+        let (others, per_app) = match role {
+            Role::All | Role::Controller => (OTHERS, CACHE_PER_APP * RELIST_PERCENT / 100),
+            Role::Admission => (0, PROJECTION_PER_APP),
+        };
         Self {
             baseline: BASELINE,
-            others: OTHERS,
+            others,
             bodies: budget * BODY_OVERHEAD_PERCENT / 100,
             connections: tls + plain,
+            per_app,
         }
     }
 
@@ -69,17 +91,17 @@ impl Arithmetic {
         self.baseline + self.others + self.bodies + self.connections
     }
 
-    /// How many apps the watch cache can hold under a memory `limit` at a re-list's peak, beside
-    /// the baseline and what admission may hold (bodies, connections): the supported number of
-    /// apps of docs/performance.md.
+    /// How many apps the part can hold under a memory `limit` at a re-list's peak (the watch
+    /// cache, or the projection), beside the baseline and what its listeners may hold (bodies,
+    /// connections): the supported number of apps of docs/performance.md.
     pub fn supported_apps(&self, limit: u64) -> u64 {
         let fixed = self.baseline + self.admission();
-        limit.saturating_sub(fixed) / (CACHE_PER_APP * RELIST_PERCENT / 100)
+        limit.saturating_sub(fixed) / self.per_app
     }
 
     /// The memory limit `apps` apps need: the sizing formula of docs/performance.md.
     pub fn limit_for(&self, apps: u64) -> u64 {
-        self.baseline + self.admission() + apps * CACHE_PER_APP * RELIST_PERCENT / 100
+        self.baseline + self.admission() + apps * self.per_app
     }
 
     /// What admission alone may add to the baseline: bodies and connections.
@@ -114,12 +136,22 @@ mod tests {
             others: OTHERS,
             bodies: 80 * MIB,
             connections: 42 * MIB,
+            per_app: CACHE_PER_APP * RELIST_PERCENT / 100,
         };
-        for apps in [0, 1, 3000, 5000, 50_000] {
-            assert!(a.supported_apps(a.limit_for(apps)) >= apps, "{apps}");
-            assert!(a.supported_apps(a.limit_for(apps)) <= apps + 1, "{apps}");
+        let projection = Arithmetic {
+            others: 0,
+            per_app: PROJECTION_PER_APP,
+            ..a
+        };
+        for a in [a, projection] {
+            for apps in [0, 1, 3000, 5000, 50_000] {
+                assert!(a.supported_apps(a.limit_for(apps)) >= apps, "{apps}");
+                assert!(a.supported_apps(a.limit_for(apps)) <= apps + 1, "{apps}");
+            }
+            assert_eq!(a.supported_apps(a.baseline), 0);
         }
-        assert_eq!(a.supported_apps(a.baseline), 0);
+        // 50,000 apps add less than 32 MiB to the admission part's bound.
+        assert!(projection.limit_for(50_000) - projection.limit_for(0) < 32 * MIB);
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //!   revision guard (without it every owner is unknown).
 //! - [`Server::review_spans`]: one `tracing` span per review ([`trace`]), for the OpenTelemetry
 //!   layer of `--otlp-endpoint` (without it a review makes no span).
+//! - [`Server::without_admission`]: serve no admission routes (the controller role's listener
+//!   serves only the status API, probes and metrics).
 
 pub mod activity;
 mod body;
@@ -29,6 +31,7 @@ pub mod memory;
 pub mod metrics;
 pub mod process;
 pub mod readiness;
+pub mod role;
 pub mod routes;
 pub mod shutdown;
 pub mod tls;
@@ -133,6 +136,7 @@ pub struct Server {
     metrics_guard: Option<Arc<dyn routes::Guard>>,
     revision_owners: Option<OwnerView>,
     review_spans: bool,
+    admission: bool,
 }
 
 impl Server {
@@ -151,6 +155,7 @@ impl Server {
             metrics_guard: None,
             revision_owners: None,
             review_spans: false,
+            admission: true,
         }
     }
 
@@ -192,6 +197,12 @@ impl Server {
     /// exports them.
     pub fn review_spans(&mut self) {
         self.review_spans = true;
+    }
+
+    /// Serve neither `/mutate` nor `/validate-revision-delete`: the TLS listener then serves only
+    /// the merged routes, probes and metrics.
+    pub fn without_admission(&mut self) {
+        self.admission = false;
     }
 
     /// Check the limits, load the certificates and bind the listeners.
@@ -241,7 +252,7 @@ impl Server {
         let admission_caps = (limits.max_connections, limits.max_connections_per_ip);
         Ok(Bound {
             tls_serving: serving(
-                routes::admission_router(state.clone(), self.extra_routes),
+                routes::admission_router(state.clone(), self.extra_routes, self.admission),
                 Some(tokio_rustls::TlsAcceptor::from(tls)),
                 "admission",
                 admission_caps,

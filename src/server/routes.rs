@@ -83,13 +83,18 @@ pub trait Guard: Send + Sync + std::fmt::Debug {
 /// Shared by reference: axum clones the state for every request.
 type Shared = Arc<AppState>;
 
-/// The TLS router: admission, probes, metrics and the `extra` routes (the status API).
-pub fn admission_router(state: AppState, extra: Router) -> Router {
+/// The TLS router: admission (unless `admission` is false), probes, metrics and the `extra`
+/// routes (the status API).
+pub fn admission_router(state: AppState, extra: Router, admission: bool) -> Router {
     let stopping = state.stopping.clone();
     let state = Arc::new(state);
-    Router::new()
-        .route("/mutate", post(mutate))
-        .route(guard::PATH, post(validate_revision_delete))
+    let reviews = match admission {
+        true => Router::new()
+            .route("/mutate", post(mutate))
+            .route(guard::PATH, post(validate_revision_delete)),
+        false => Router::new(),
+    };
+    reviews
         .with_state(state.clone())
         .merge(probe_router(state))
         .merge(extra)
@@ -422,7 +427,7 @@ mod tests {
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from(review.to_string()))
             .unwrap();
-        let router = admission_router(state.clone(), Router::new());
+        let router = admission_router(state.clone(), Router::new(), true);
         let response = router.oneshot(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         let body = response.into_body().collect().await.unwrap().to_bytes();

@@ -7,6 +7,9 @@
 //! API writes ([`writes`], run off the loop by [`inflight`]). [`spawn`] returns at once: admission
 //! never waits on this module (its readiness does not depend on the loop's sync), and with no
 //! cluster reachable the loop logs once and keeps retrying with backoff.
+//!
+//! [`projection`] is apart from the loop: the admission role's own small watch of the Services,
+//! for the revision guard, which holds no cache.
 
 pub mod args;
 pub mod cache;
@@ -19,6 +22,7 @@ mod loop_state;
 pub mod metrics;
 pub mod owners;
 pub mod plan;
+pub mod projection;
 pub mod readmit;
 pub mod status;
 pub mod store;

@@ -2,7 +2,9 @@
 //! wires it to a real watch loop whose cache a fake API server fills. Each owner state the cache
 //! knows (present and routing to the revision or not, stopped, being deleted, gone) and the one
 //! it cannot know, the always-allowed deleters and their flag, the wording per case and the
-//! administrator's override, all as AdmissionReview v1 bodies kube-apiserver would send.
+//! administrator's override, all as AdmissionReview v1 bodies kube-apiserver would send. The
+//! admission role's Service projection (`serve --role admission`) decides every owner state as
+//! the cache does.
 
 #![allow(clippy::unwrap_used)] // test helpers may panic
 
@@ -32,12 +34,19 @@ struct Cluster {
     _fake: FakeApi,
     _dir: tempfile::TempDir,
     watch: WatchHandle,
+    /// The admission role's projection, when the server reads it instead of the cache.
+    projection: Option<ksvc_webhook::watch::projection::Handle>,
     server: harness::Running,
     /// The live policy of the server.
     policy: Arc<ArcSwap<Policy>>,
 }
 
 async fn cluster() -> Cluster {
+    cluster_read_through(false).await
+}
+
+/// The cluster, with the server reading the admission role's projection when `projection`.
+async fn cluster_read_through(projection: bool) -> Cluster {
     let fake = FakeApi::start().await;
     let mut live = ksvc("live", false, false, 1, &["live-00002"], "live-00002");
     live["status"]["traffic"]
@@ -65,7 +74,11 @@ async fn cluster() -> Cluster {
     let election = election("replica-a", Some("system"));
     let args = watch_args();
     let watch = ksvc_webhook::watch::spawn(&args, &client, &election, Default::default());
-    let view = watch.revision_owners();
+    let projection = projection.then(|| ksvc_webhook::watch::projection::spawn(&client, None));
+    let view = match &projection {
+        Some(projection) => projection.revision_owners(),
+        None => watch.revision_owners(),
+    };
     let mut policy = None;
     let server = harness::start(
         |_| {},
@@ -79,6 +92,7 @@ async fn cluster() -> Cluster {
         _fake: fake,
         _dir: dir,
         watch,
+        projection,
         server,
         policy: policy.unwrap(),
     }
@@ -142,6 +156,22 @@ async fn the_guard_decides_on_what_the_watch_cache_knows() {
         c.watch.synced.load(Ordering::Acquire)
     })
     .await;
+    every_owner_state_is_decided(&c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admission_roles_projection_decides_as_the_cache_does() {
+    let c = cluster_read_through(true).await;
+    assert!(c.projection.is_some());
+    // Until the projection has listed, a missing Service is unknown, not gone: refused by its
+    // routing-state label.
+    let gone = || delete_review("gone-00001", Some("gone"), "active", PLATFORM, json!({}));
+    let listed = || async { ask(&c.server, gone()).await["allowed"] == true };
+    poll::until_async("the projection listed", poll::LIMIT, listed).await;
+    every_owner_state_is_decided(&c).await;
+}
+
+async fn every_owner_state_is_decided(c: &Cluster) {
     let none = json!({});
     #[rustfmt::skip]
     let cases: [(&str, Option<&str>, &str, bool, &str); 8] = [

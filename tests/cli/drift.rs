@@ -321,7 +321,7 @@ async fn errors_are_worded_as_app_words_them() {
     assert_eq!(missing.code, Some(2), "{missing:?}");
     assert_eq!(
         missing.stderr,
-        "error: cannot read the server's report through Service ksvc-system/ksvc-webhook: Error from server (NotFound): services \"ksvc-webhook\" not found\n"
+        "error: cannot read the server's report through Service ksvc-system/ksvc-webhook-controller: Error from server (NotFound): services \"ksvc-webhook-controller\" not found\n"
     );
     let status =
         support::status_api::setup(fake.client(), std::time::Duration::from_secs(10), (8, 8));
@@ -330,7 +330,7 @@ async fn errors_are_worded_as_app_words_them() {
     assert_eq!(token.code, Some(2), "{token:?}");
     assert!(
         token.stderr.starts_with(
-            "error: the status API behind Service ksvc-system/ksvc-webhook asks for a token"
+            "error: the status API behind Service ksvc-system/ksvc-webhook-controller asks for a token"
         ),
         "{}",
         token.stderr

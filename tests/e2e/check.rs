@@ -130,12 +130,13 @@ fn check_names_a_missing_crd_and_a_missing_permission() {
         "{report:#?}"
     );
 
-    // A permission taken from the ClusterRole: `rbac` names the call it no longer may make.
+    // A permission taken from the (controller part's) ClusterRole: `rbac` names the call it no
+    // longer may make.
     plane
         .kubectl(&[
             "patch",
             "clusterrole",
-            "ksvc-webhook",
+            "ksvc-webhook-controller",
             "--type=json",
             "-p",
             r#"[{"op": "test", "path": "/rules/3/apiGroups/0", "value": "events.k8s.io"},

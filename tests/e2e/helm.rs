@@ -22,6 +22,8 @@ use crate::objects::{example, text};
 
 const SHA: &str = "/metadata/annotations/flyte.org~1spec-sha";
 const RELEASE: &str = "ksvc-webhook";
+/// `serve`'s flags for the chart's admission Deployment.
+const ADMISSION_PART: &[&str] = &["--role=admission", "--lease-name=ksvc-webhook-admission"];
 
 /// `helm ARGS…` against the control plane as its admin.
 fn helm(plane: &ControlPlane, args: &[&str]) -> Ran {
@@ -115,7 +117,9 @@ fn helm_install_upgrade_and_uninstall_on_the_real_control_plane() {
     let config = plane.get_json(&["mutatingwebhookconfiguration", MUTATING]);
     assert_eq!(config["webhooks"][0]["failurePolicy"], "Ignore");
     renew_webhook_token(plane);
-    let mut webhook = Webhook::start(plane, "helm", &[]);
+    // The chart's ServiceAccount `ksvc-webhook` is the admission part's: the server runs as that
+    // part, under its own Lease.
+    let mut webhook = Webhook::start(plane, "helm", ADMISSION_PART);
 
     let ns = plane.namespace("helm");
     let created = plane
@@ -168,7 +172,8 @@ fn helm_install_upgrade_and_uninstall_on_the_real_control_plane() {
     // The new pods run with the new flag: the leader writes it.
     webhook.stop();
     drop(webhook);
-    let webhook = Webhook::start(plane, "helm-upgraded", &["--failure-policy=Ignore"]);
+    let upgraded = [ADMISSION_PART, &["--failure-policy=Ignore"]].concat();
+    let webhook = Webhook::start(plane, "helm-upgraded", &upgraded);
     drop(webhook);
 
     helm(plane, &["uninstall", RELEASE, "-n", SYSTEM_NS, "--wait"]).ok("helm uninstall");

@@ -1,6 +1,7 @@
-//! One rule taken from the manifests' ClusterRole: the feature that needs it fails loudly, its
-//! log naming the permission kube-apiserver refused, and recovers once the rule is back. The
-//! least-privilege test leaves this test's namespace out (its 403s are the point here).
+//! One rule taken from the manifests' ClusterRole (the controller part's): the feature that needs
+//! it fails loudly, its log naming the permission kube-apiserver refused, and recovers once the
+//! rule is back. The least-privilege test leaves this test's namespace out (its 403s are the
+//! point here).
 
 use support::control_plane::{ControlPlane, Webhook, eventually};
 
@@ -31,7 +32,7 @@ fn without_the_revision_delete_rule_the_teardown_fails_naming_it_and_recovers_wh
         .kubectl(&[
             "patch",
             "clusterrole",
-            "ksvc-webhook",
+            "ksvc-webhook-controller",
             "--type=json",
             "-p",
             r#"[{"op": "test", "path": "/rules/1/resources", "value": ["revisions"]},

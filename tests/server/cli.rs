@@ -309,3 +309,42 @@ async fn decision_lines_hold_the_reviews_strings_in_either_format() {
         }
     }
 }
+
+/// `--role controller` serves the status API's listener without the admission routes (a
+/// review sent there is a 404, never a decision), and will not manage certificates: it serves
+/// the admission part's.
+#[tokio::test]
+async fn the_controller_role_answers_no_review_and_manages_no_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    let ca = std::fs::read_to_string(certs.join("ca.crt")).unwrap();
+    for (role, mutate) in [
+        ("all", hyper::StatusCode::OK),
+        ("controller", hyper::StatusCode::NOT_FOUND),
+    ] {
+        let mut serve = serve("127.0.0.1:0", &certs);
+        serve.args(["--no-watch", "--role", role]);
+        let (_child, _, addr) = started(serve);
+        let mut conn = support::harness::connect(addr, &ca, &[b"http/1.1"])
+            .await
+            .unwrap();
+        let (status, body) = conn
+            .review(support::harness::review("role", 0))
+            .await
+            .unwrap();
+        assert_eq!(status, mutate, "{role}: {}", String::from_utf8_lossy(&body));
+        let (status, _) = conn.get("/healthz").await;
+        assert_eq!(status, hyper::StatusCode::OK, "{role}");
+    }
+
+    let out = Command::new(BIN)
+        .args(["serve", "--role", "controller", "--self-managed-certs=true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--role controller serves the certificate the admission part manages"),
+        "{stderr}"
+    );
+}

@@ -8,6 +8,13 @@ app.kubernetes.io/part-of: ksvc-webhook
 {{ include "ksvc-webhook.helmLabels" . }}
 {{- end }}
 
+{{/* The controller part's labels: its own name, so the two Deployments never select each other's pods. */}}
+{{- define "ksvc-webhook.controllerLabels" -}}
+app.kubernetes.io/name: ksvc-webhook-controller
+app.kubernetes.io/part-of: ksvc-webhook
+{{ include "ksvc-webhook.helmLabels" . }}
+{{- end }}
+
 {{- define "ksvc-webhook.helmLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
