@@ -39,9 +39,10 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use super::access::{self, Access, Attributes, Verb};
-use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer, StatusMetrics};
+use super::auth::access::{self, Access, Attributes, Verb};
+use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer};
 use super::frames::{encode, encode_end, encode_going_away};
+use super::metrics::StatusMetrics;
 use super::names::{self, BadName};
 use super::pages::{self, Asked, Paging};
 use super::streams::{LimitHit, Maximums, StreamLimits};

@@ -2,16 +2,17 @@
 //! cache, for callers the API server vouches for.
 //!
 //! [`http`] serves the routes, writing each stream's events as [`frames`] says; [`names`] checks the names a request carries before anything
-//! else; [`access`] holds the pure parts of access control (bearer headers, attributes, the
-//! namespace filter); [`streams`] counts open streams against their limits; [`auth`] asks the
-//! API server (TokenReview, SubjectAccessReview) within its caches and budgets. Reads the loop's
-//! hub; never writes to the cluster.
+//! else; [`streams`] counts open streams against their limits; [`auth`] asks the API server
+//! (TokenReview, SubjectAccessReview) within its caches and budgets, and holds the pure parts of
+//! access control (`auth::access`: bearer headers, attributes, the namespace filter);
+//! [`metrics`] counts reviews, refusals and streams. Reads the loop's hub; never writes to the
+//! cluster.
 
-pub mod access;
 pub mod args;
 pub mod auth;
 pub mod frames;
 pub mod http;
+pub mod metrics;
 pub mod names;
 pub mod pages;
 pub mod streams;
@@ -19,7 +20,7 @@ pub mod streams;
 use std::sync::Arc;
 
 use args::StatusApiArgs;
-use auth::StatusMetrics;
+use metrics::StatusMetrics;
 
 use crate::cluster::client::ClientArgs;
 use crate::watch::WatchHandle;

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::access::service_account_namespace;
+use super::auth::access::service_account_namespace;
 
 /// Which stream limit a caller hit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

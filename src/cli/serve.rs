@@ -155,7 +155,7 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
     if !args.watch.no_watch || args.certs.self_managed_certs == Some(true) {
         election.start(&args.client, watch.metrics.error_counter("lease"));
     }
-    let status_metrics = apps::auth::StatusMetrics::default();
+    let status_metrics = apps::metrics::StatusMetrics::default();
     if !args.watch.no_watch {
         let routes = apps::router(&watch, &status_metrics, &args.client, &args.status_api);
         server.merge_routes(routes);

@@ -19,14 +19,14 @@
 //!
 //! Containers and volumes stay `serde_json::Value`s, so fields unknown to k8s-openapi survive
 //! injection; the typed k8s-openapi views are used only to check them. A template that breaks
-//! Knative's multi-container rules is refused when the catalogue is parsed (`catalogue.rs`), never
+//! Knative's multi-container rules is refused when the catalogue is parsed (`checks.rs`), never
 //! at admission. [`plan`] selects the templates for a KService and checks them against it;
 //! [`converge`] edits its containers and volumes to match and records what it injected in the
 //! `sidecar.flyte.org/status` annotation; [`strip`] takes exactly that away again.
 //!
 //! Only [`load`] touches the file system; everything else is pure and reads no clock.
 
-mod catalogue;
+mod checks;
 mod edited;
 mod fronting;
 mod handover;
@@ -195,7 +195,7 @@ impl Catalogue {
             Value::Null => RawCatalogue::default(),
             doc => serde_json::from_value(doc).map_err(CatalogueError::Shape)?,
         };
-        let problems = catalogue::check(&raw.templates, &raw.default);
+        let problems = checks::check(&raw.templates, &raw.default);
         if !problems.is_empty() {
             return Err(CatalogueError::Invalid(problems));
         }
@@ -204,10 +204,10 @@ impl Catalogue {
             .into_iter()
             .map(|(name, t)| {
                 let fronts = t.fronts.as_ref().map(|f| Fronts {
-                    // Checked in range by `catalogue::check`.
+                    // Checked in range by `checks::check`.
                     port: i32::try_from(f.port).unwrap_or_default(),
                     container: f.container.clone().unwrap_or_else(|| {
-                        catalogue::name_of(t.containers.first().unwrap_or(&Value::Null))
+                        checks::name_of(t.containers.first().unwrap_or(&Value::Null))
                             .unwrap_or_default()
                             .to_string()
                     }),

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::apps::access::User;
+use crate::apps::auth::access::User;
 
 /// An authenticated caller.
 #[derive(Clone)]

@@ -8,8 +8,8 @@
 //! - at most [`Settings::max_in_flight`] reviews are in flight at once;
 //! - beyond a budget the answer is 429 or 503 with `Retry-After`, never "allowed".
 //!
-//! A thin shell: every decision is the API server's or [`crate::apps::access`]'s; the calls are
-//! [`super::reviews`]'s. Tokens are never logged, and never kept beyond the request (or the
+//! A thin shell: every decision is the API server's or [`crate::apps::auth::access`]'s; the calls are
+//! [`super::api`]'s. Tokens are never logged, and never kept beyond the request (or the
 //! watch stream) that carries them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,15 +21,15 @@ use futures::StreamExt;
 use kube::Client;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 
+use super::api::{self, Call};
 use super::cache::CacheKey;
 use super::caller::Caller;
 use super::flight::Flight;
 use super::limits::{Buckets, Rate, TokenBucket};
-use super::metrics::StatusMetrics;
 use super::refusal::{Budget, Refusal};
-use super::reviews::{self, Call};
-use crate::apps::access::{self, Access, Attributes, Identity, TokenHash};
 use crate::apps::args::StatusApiArgs;
+use crate::apps::auth::access::{self, Access, Attributes, Identity, TokenHash};
+use crate::apps::metrics::StatusMetrics;
 use crate::cluster::client::{self, ClientArgs};
 
 /// Most callers with a review bucket of their own (beyond, they share one).
@@ -254,7 +254,7 @@ impl Reviewer {
         let call = self.call().await?;
         let review = {
             let (token, audiences) = (token.to_string(), self.settings.audiences.clone());
-            move || reviews::token_review(call, token, audiences)
+            move || api::token_review(call, token, audiences)
         };
         // A token last known as a user's spends from that user's budget: a flood of new
         // tokens cannot stop the re-checks of known callers.
@@ -298,7 +298,7 @@ impl Reviewer {
         paid: &AtomicBool,
     ) -> Result<Access, Refusal> {
         let call = self.call().await?;
-        let review = reviews::review_of(&caller.user, needs);
+        let review = api::review_of(&caller.user, needs);
         let admit = |_| {
             let spend = match paid.load(Ordering::Relaxed) {
                 false => Spend::Caller(&caller.user.username),
@@ -311,7 +311,7 @@ impl Reviewer {
             permit
         };
         let key = CacheKey::access(&caller.user, needs);
-        let fetch = move || reviews::access_review(call, review);
+        let fetch = move || api::access_review(call, review);
         self.access.get_or_fetch(key, admit, fetch).await
     }
 
