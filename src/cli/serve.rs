@@ -49,7 +49,7 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let mode = CertMode::of(&args, in_cluster);
     args.certs.self_managed_certs = Some(mode == CertMode::SelfManaged);
-    apps::auth::announce(&args.status_api, mode.describe());
+    apps::announce(&args.status_api, mode.describe());
     if let Some(endpoint) = &args.otlp_endpoint {
         tracing::info!(
             endpoint = ?endpoint,

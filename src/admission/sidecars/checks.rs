@@ -1,16 +1,68 @@
-//! PURE: the load-time checks of a sidecar catalogue — Knative's multi-container rules.
+//! PURE: a sidecar catalogue as written, what can be wrong with it ([`Problem`]), and its
+//! load-time checks — Knative's multi-container rules.
 //!
 //! A template that Knative would reject once injected is refused here, when the catalogue is
 //! parsed, so a bad catalogue never reaches admission. Every problem is reported with its path.
 //! Containers and volumes are read through k8s-openapi's types only to check them.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, Volume};
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Problem, RawTemplate, params};
+use super::params;
 use crate::admission::naming::dns1123_problem;
+
+/// One thing wrong with a catalogue, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Where, e.g. `templates.log-shipper.containers[0].ports`.
+    pub path: String,
+    /// What is wrong and, where it helps, what to do instead.
+    pub problem: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.problem)
+    }
+}
+
+/// The catalogue file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCatalogue {
+    #[serde(default)]
+    pub(super) default: Vec<String>,
+    #[serde(default)]
+    pub(super) templates: BTreeMap<String, RawTemplate>,
+}
+
+/// One template as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTemplate {
+    #[serde(default)]
+    pub(super) description: Option<String>,
+    #[serde(default)]
+    pub(super) containers: Vec<Value>,
+    #[serde(default)]
+    pub(super) volumes: Vec<Value>,
+    #[serde(default)]
+    pub(super) fronts: Option<RawFronts>,
+}
+
+/// `fronts:` as written: the port the fronting container listens on, and which container that
+/// is (needed only when the template has several).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFronts {
+    pub(super) port: i64,
+    #[serde(default)]
+    pub(super) container: Option<String>,
+}
 
 /// Env names Knative sets itself (`PORT` only on the user container, but a sidecar has no port).
 pub const RESERVED_ENV: [&str; 4] = ["PORT", "K_SERVICE", "K_CONFIGURATION", "K_REVISION"];

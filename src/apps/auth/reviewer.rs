@@ -23,12 +23,11 @@ use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 
 use super::api::{self, Call};
 use super::cache::CacheKey;
-use super::caller::Caller;
 use super::flight::Flight;
 use super::limits::{Buckets, Rate, TokenBucket};
 use super::refusal::{Budget, Refusal};
 use crate::apps::args::StatusApiArgs;
-use crate::apps::auth::access::{self, Access, Attributes, Identity, TokenHash};
+use crate::apps::auth::access::{self, Access, Attributes, Identity, TokenHash, User};
 use crate::apps::metrics::StatusMetrics;
 use crate::cluster::client::{self, ClientArgs};
 
@@ -36,6 +35,24 @@ use crate::cluster::client::{self, ClientArgs};
 const MAX_CALLER_BUCKETS: usize = 4096;
 /// Reviews one cluster-wide `/apps` of a namespace-scoped caller keeps in flight at a time.
 const FAN_OUT: usize = 4;
+
+/// An authenticated caller: who the TokenReview said it is, and the token itself, kept only for
+/// as long as the request (or the watch stream) that carries it, so an open stream can re-check it.
+#[derive(Clone)]
+pub struct Caller {
+    token: Arc<str>,
+    /// Who the TokenReview said the caller is.
+    pub user: User,
+}
+
+impl std::fmt::Debug for Caller {
+    /// The user only: the token is never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field("user", &self.user.username)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Where the reviewer gets its client: one given (tests), or connected on first use.
 pub enum ClientSource {
