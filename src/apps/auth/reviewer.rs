@@ -13,7 +13,7 @@
 //! watch stream) that carries them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -30,6 +30,7 @@ use crate::apps::args::StatusApiArgs;
 use crate::apps::auth::access::{self, Access, Attributes, Identity, TokenHash, User};
 use crate::apps::metrics::StatusMetrics;
 use crate::cluster::client::{self, ClientArgs};
+use crate::locks::lock;
 
 /// Most callers with a review bucket of their own (beyond, they share one).
 const MAX_CALLER_BUCKETS: usize = 4096;
@@ -129,10 +130,6 @@ impl Default for Settings {
             max_in_flight: 16,
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn now() -> Instant {
