@@ -34,11 +34,13 @@ mod handover;
 mod inject;
 mod kind;
 mod params;
+mod record;
 mod select;
 
 pub use catalogue::{Catalogue, CatalogueError, LoadError, Result, Template, content_hash, load};
 pub use checks::Problem;
 pub use handover::{Fronts, Handover, Knative, ProbePort, app_container};
-pub use inject::{Injected, Plan, Status, converge, strip, strip_recorded};
+pub use inject::{Plan, converge, strip, strip_recorded};
 pub use params::Params;
+pub use record::{Injected, Status};
 pub use select::plan;
