@@ -23,6 +23,7 @@ use crate::cluster::election::{Election, LeaseArgs};
 use crate::cluster::{self, client::ClientArgs};
 use crate::flags::{parse_bytes, parse_duration, parse_listen_addr};
 use crate::server::catalogue::CatalogueReloader;
+use crate::server::reload::Reload as _;
 use crate::server::{self, Server, tls::CertPaths};
 use crate::telemetry::logs::LogFormat;
 use crate::watch::args::WatchArgs;

@@ -29,6 +29,7 @@ pub mod memory;
 pub mod metrics;
 pub mod process;
 pub mod readiness;
+pub mod reload;
 pub mod routes;
 pub mod shutdown;
 pub mod tls;
@@ -50,6 +51,7 @@ use budget::BodyBudget;
 use conns::ConnLimits;
 use metrics::{Exposition, Metrics};
 pub use readiness::Readiness;
+use reload::Reload as _;
 pub use shutdown::Shutdown;
 use tls::{CertPaths, Certificates, Reloader};
 
