@@ -2,7 +2,9 @@
 //! log naming the permission kube-apiserver refused, and recovers once the rule is back. The
 //! least-privilege test leaves this test's namespace out (its 403s are the point here).
 
-use support::control_plane::{ControlPlane, Webhook, eventually};
+use std::time::Duration;
+use support::control_plane::{ControlPlane, Webhook};
+use support::poll;
 
 use crate::knative;
 use crate::objects::example;
@@ -65,9 +67,11 @@ fn without_the_revision_delete_rule_the_teardown_fails_naming_it_and_recovers_wh
     knative::route(plane, &ns, &name, &second, &[(&second, 100)]);
 
     let refused = r#"cannot delete resource \"revisions\" in API group \"serving.knative.dev\""#;
-    eventually("the server logs the permission it lacks", 60, || {
-        webhook.log_text().contains(refused).then_some(())
-    });
+    poll::blocking(
+        "the server logs the permission it lacks",
+        Duration::from_secs(60),
+        || webhook.log_text().contains(refused).then_some(()),
+    );
     let left = plane.kubectl(&["get", "revision", &first, "-n", &ns, "-o", "name"]);
     assert_eq!(
         left.code,
@@ -77,9 +81,9 @@ fn without_the_revision_delete_rule_the_teardown_fails_naming_it_and_recovers_wh
     );
 
     drop(reinstall);
-    eventually(
+    poll::blocking(
         "the loop deletes the revision once the rule is back",
-        60,
+        Duration::from_secs(60),
         || {
             let gone = plane.kubectl(&["get", "revision", &first, "-n", &ns, "-o", "name"]);
             gone.stderr.contains("NotFound").then_some(())

@@ -4,7 +4,9 @@
 //! opted out is not held up, and Revision deletes go through (the guard's `failurePolicy:
 //! Ignore`: an outage never blocks a delete).
 
-use support::control_plane::{ControlPlane, MUTATING, SYSTEM_NS, Webhook, eventually};
+use std::time::Duration;
+use support::control_plane::{ControlPlane, MUTATING, SYSTEM_NS, Webhook};
+use support::poll;
 
 use crate::objects::example;
 
@@ -77,13 +79,17 @@ fn with_the_service_pointing_nowhere_writes_are_refused_and_deletes_go_through()
     // kube-apiserver resolves the Service when it dials, and keeps its open connections to the
     // old address: only once the process behind them is gone does it dial the new name.
     drop(webhook);
-    eventually("kube-apiserver dials the Service's new name", 30, || {
-        let dry = plane.kubectl_in(
-            &["create", "--dry-run=server", "-f", "-"],
-            another.as_bytes(),
-        );
-        (dry.code == Some(1)).then_some(())
-    });
+    poll::blocking(
+        "kube-apiserver dials the Service's new name",
+        Duration::from_secs(30),
+        || {
+            let dry = plane.kubectl_in(
+                &["create", "--dry-run=server", "-f", "-"],
+                another.as_bytes(),
+            );
+            (dry.code == Some(1)).then_some(())
+        },
+    );
     let refused = plane.kubectl_in(&["create", "-f", "-"], another.as_bytes());
     assert_eq!(
         refused.code,
