@@ -1,5 +1,6 @@
 //! Run the real `ksvc-webhook` binary against the fake API server, as a user at a prompt would:
-//! a kubeconfig pointing at the fake, no `KUBECONFIG` from the test's environment.
+//! a kubeconfig pointing at the fake (written by the one kubeconfig writer, [`kubeconfig`]), no
+//! `KUBECONFIG` from the test's environment.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,10 +17,23 @@ pub struct Ran {
     pub stderr: String,
 }
 
+/// The one kubeconfig writer: a file in `dir` naming the API server at `server` (no
+/// credentials), current context `fake` in `namespace`, and a second context `other` in `apps`.
+pub fn kubeconfig(server: &str, namespace: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n\
+         contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: {namespace}\n\
+         - name: other\n  context:\n    cluster: fake\n    user: fake\n    namespace: apps\nusers:\n- name: fake\n  user: {{}}\n"
+    );
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
 /// A kubeconfig for `server` in `dir` (the caller keeps the directory, which goes when dropped):
 /// context `fake`, namespace `system`, and a second context `other` in namespace `apps`.
 pub fn kubeconfig_for(server: &str, dir: &tempfile::TempDir) -> PathBuf {
-    crate::kubeconfig(server, "system", dir.path())
+    kubeconfig(server, "system", dir.path())
 }
 
 /// Run the binary with `args` and a kubeconfig for `fake`, off the runtime (the fake keeps
