@@ -3,7 +3,7 @@
 //! least-privilege test leaves this test's namespace out (its 403s are the point here).
 
 use std::time::Duration;
-use support::control_plane::{ControlPlane, Webhook};
+use support::control_plane::{ControlPlane, Reinstall, Webhook};
 use support::poll;
 
 use crate::knative;
@@ -12,15 +12,6 @@ use crate::objects::example;
 /// The namespace prefix and webhook identity of this test: `least_privilege` leaves out these
 /// namespaces' calls and this webhook's log.
 pub const PREFIX: &str = "missing-rule";
-
-/// Puts the manifests back however the test ends.
-struct Reinstall<'a>(&'a ControlPlane);
-
-impl Drop for Reinstall<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.kubectl(&["apply", "-k", "target/e2e/install"]);
-    }
-}
 
 #[test]
 #[ignore = "needs the e2e control plane: make e2e"]

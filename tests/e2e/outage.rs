@@ -5,19 +5,10 @@
 //! Ignore`: an outage never blocks a delete).
 
 use std::time::Duration;
-use support::control_plane::{ControlPlane, MUTATING, SYSTEM_NS, Webhook};
+use support::control_plane::{ControlPlane, MUTATING, Reinstall, SYSTEM_NS, Webhook};
 use support::poll;
 
 use crate::objects::example;
-
-/// Puts the manifests back however the test ends.
-struct Reinstall<'a>(&'a ControlPlane);
-
-impl Drop for Reinstall<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.kubectl(&["apply", "-k", "target/e2e/install"]);
-    }
-}
 
 #[test]
 #[ignore = "needs the e2e control plane: make e2e"]

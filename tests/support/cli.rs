@@ -98,3 +98,25 @@ pub fn bin() -> PathBuf {
 pub fn repo_root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
+
+/// `serve` of the built binary with self-managed certificates against the API server of
+/// `kubeconfig`, one worker, no watch loop, listening on a free port of 127.0.0.1, its
+/// certificates in `tls_dir`; the caller adds its own flags and spawns it.
+pub fn self_managed_serve(kubeconfig: &std::path::Path, tls_dir: &std::path::Path) -> Command {
+    let mut command = Command::new(bin());
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--workers",
+            "1",
+        ])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--tls-dir")
+        .arg(tls_dir)
+        .arg("--self-managed-certs=true");
+    command
+}

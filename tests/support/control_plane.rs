@@ -272,6 +272,15 @@ pub fn tail(path: &Path, lines: usize) -> String {
     )
 }
 
+/// Puts the manifests back however a test that changes them ends.
+pub struct Reinstall<'a>(pub &'a ControlPlane);
+
+impl Drop for Reinstall<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.kubectl(&["apply", "-k", "target/e2e/install"]);
+    }
+}
+
 /// A free port on 127.0.0.1 (bound, then released for the process that will listen on it).
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
