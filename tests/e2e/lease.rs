@@ -7,7 +7,7 @@ use std::time::Duration;
 use support::control_plane::{ControlPlane, SYSTEM_NS, Webhook, free_port};
 use support::poll;
 
-use crate::objects::example;
+use crate::objects::create_managed_app;
 
 const LEASE: &str = "ksvc-webhook-watch";
 const DURATION: &str = "--lease-duration=4s";
@@ -45,13 +45,7 @@ fn when_the_leader_dies_the_other_replica_takes_the_lease_and_serves_alone() {
         (holder(plane) == "beta").then_some(())
     });
 
-    let created = plane
-        .kubectl_in(
-            &["create", "-o", "name", "-f", "-"],
-            example("managed-ksvc.yaml", &ns).as_bytes(),
-        )
-        .ok("create with the survivor alone");
-    let name = created.stdout.trim().rsplit('/').next().unwrap().to_owned();
+    let name = create_managed_app(plane, &ns, "create with the survivor alone");
     for (stopped, min_scale) in [("true", Some("0")), ("false", None)] {
         plane
             .kubectl(&[

@@ -7,7 +7,7 @@ use support::control_plane::{ControlPlane, Reinstall, Webhook};
 use support::poll;
 
 use crate::knative;
-use crate::objects::example;
+use crate::objects::create_managed_app;
 
 /// The namespace prefix and webhook identity of this test: `least_privilege` leaves out these
 /// namespaces' calls and this webhook's log.
@@ -34,13 +34,7 @@ fn without_the_revision_delete_rule_the_teardown_fails_naming_it_and_recovers_wh
     let webhook = Webhook::start(plane, PREFIX, &[]);
 
     // A stopped app whose old revision the route has left: the loop must delete it.
-    let created = plane
-        .kubectl_in(
-            &["create", "-f", "-", "-o", "name"],
-            example("managed-ksvc.yaml", &ns).as_bytes(),
-        )
-        .ok("create a managed app");
-    let name = created.stdout.trim().rsplit('/').next().unwrap().to_owned();
+    let name = create_managed_app(plane, &ns, "create a managed app");
     knative::configuration(plane, &ns, &name);
     let first = knative::revision(plane, &ns, &name, 1, 1);
     plane

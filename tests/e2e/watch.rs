@@ -10,7 +10,7 @@ use support::control_plane::{ControlPlane, Webhook};
 use support::poll;
 
 use crate::knative;
-use crate::objects::example;
+use crate::objects::create_managed_app;
 use crate::status_api::{get, reader};
 
 /// The phase `/apps/{ns}/{name}` reports, read with `token`.
@@ -97,13 +97,7 @@ impl App<'_> {
 fn active_app(plane: &ControlPlane) -> (App<'_>, String) {
     let ns = plane.namespace("watch");
     reader(plane, &ns);
-    let created = plane
-        .kubectl_in(
-            &["create", "-f", "-", "-o", "name"],
-            example("managed-ksvc.yaml", &ns).as_bytes(),
-        )
-        .ok("create a managed app");
-    let name = created.stdout.trim().rsplit('/').next().unwrap().to_owned();
+    let name = create_managed_app(plane, &ns, "create a managed app");
     let token = plane.token(&ns, "reader", None);
     let app = App {
         plane,
