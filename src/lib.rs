@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod flags;
 pub mod json;
 pub mod keys;
+pub mod locks;
 pub mod manifest_text;
 pub mod report;
 pub mod server;

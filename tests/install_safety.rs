@@ -7,7 +7,7 @@
 // A test crate: its helpers may panic on a broken fixture too.
 #![allow(clippy::unwrap_used)]
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use ksvc_webhook::certmgr::{CertArgs, FailurePolicy, Manager};
 use serde_json::{Value, json};
@@ -148,20 +148,8 @@ async fn serve_switches_to_fail_once_its_own_listener_answers() {
     let api = installed().await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = api.kubeconfig(dir.path());
-    let child = Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--no-watch",
-            "--workers",
-            "1",
-        ])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--tls-dir")
-        .arg(dir.path().join("certs"))
-        .args(["--self-managed-certs=true", "--failure-policy=Fail"])
+    let child = support::cli::self_managed_serve(&kubeconfig, &dir.path().join("certs"))
+        .arg("--failure-policy=Fail")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

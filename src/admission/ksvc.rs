@@ -154,6 +154,15 @@ pub fn container_name<'d>(container: &'d Node) -> &'d str {
         .unwrap_or_default()
 }
 
+/// Where the item named `name` stands in the list at `path` (containers or volumes); an item
+/// without a name is named `""`, as Knative's unnamed user container is.
+pub fn position(doc: &Node, path: &[&str], name: &str) -> Option<usize> {
+    get(doc, path)
+        .and_then(Node::as_array)?
+        .iter()
+        .position(|item| container_name(item) == name)
+}
+
 /// The map at `path`, when it is one.
 pub fn map<'d, 'a>(doc: &'d Node<'a>, path: &[&str]) -> Option<&'d Map<'a>> {
     get(doc, path).and_then(Node::as_object)

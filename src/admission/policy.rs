@@ -1,6 +1,8 @@
 //! PURE: the cluster-wide settings admission decides with — route domain, edits, the sidecar
 //! catalogue, Knative's limits, platform writers and the revision guard's settings. Read-only
-//! data; `serve` swaps a whole new one in on a catalogue reload.
+//! data, read by every decision: a review the server answers, the watch loop's drift report
+//! and re-admission, and the `drift` and offline commands of the CLI. The server's catalogue
+//! reload swaps a whole new one in.
 
 use std::sync::Arc;
 

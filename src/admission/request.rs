@@ -130,7 +130,7 @@ pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
 pub fn decode_with(body: &[u8], reader: Reader) -> Result<Request<'_>, ReviewError> {
     // The fast parser refuses what it does not take; serde_json then reads it or says why not.
     let fast = match reader {
-        Reader::Skim => parse::review(body, &skim::REVIEW).ok(),
+        Reader::Skim => parse::parse_bytes(body, &skim::REVIEW).ok(),
         Reader::SerdeJson => None,
     };
     let mut review = match fast {

@@ -115,7 +115,7 @@ pub(crate) const OLD_OBJECT: Skim = Skim::Object {
 mod tests {
     use super::*;
     use crate::json::Node;
-    use crate::json::parse::review;
+    use crate::json::parse::parse_bytes;
     use serde_json::Value;
 
     #[test]
@@ -125,7 +125,7 @@ mod tests {
               "annotations":{"flyte.org/spec-sha":"abc","kubectl.kubernetes.io/last-applied-configuration":"{\"x\":1}"}},
               "spec":{"k":"v"},"status":{"conditions":[]}},
             "oldObject":{"metadata":{"labels":{"l":"v"},"name":"a"},"spec":{"k":"v"}}}}"#;
-        let node = review(text.as_bytes(), &REVIEW).unwrap();
+        let node = parse_bytes(text.as_bytes(), &REVIEW).unwrap();
         let request = node.get("request").unwrap();
         assert!(matches!(request.get("userInfo"), Some(Node::Raw { .. })));
         let object = request.get("object").unwrap();
@@ -158,7 +158,7 @@ mod tests {
             let text = format!(
                 r#"{{"request":{{"object":{{"spec":{{"template":{{"spec":{{"containers":[{{"name":"app","env":{list}}}]}}}}}}}}}}}}"#
             );
-            let node = review(text.as_bytes(), &REVIEW).unwrap();
+            let node = parse_bytes(text.as_bytes(), &REVIEW).unwrap();
             let want: Value = serde_json::from_str(list).unwrap();
             let env = [
                 "request",
@@ -205,7 +205,7 @@ mod tests {
     #[should_panic(expected = "request.object.spec.template.spec.nodeSelector")]
     fn a_read_into_a_skimmed_value_names_its_path() {
         let text = r#"{"request":{"object":{"spec":{"template":{"spec":{"nodeSelector":{"disk":"ssd"}}}}}}}"#;
-        let node = review(text.as_bytes(), &REVIEW).unwrap();
+        let node = parse_bytes(text.as_bytes(), &REVIEW).unwrap();
         let pod = ["request", "object", "spec", "template", "spec"]
             .iter()
             .try_fold(&node, |n, k| n.get(k))

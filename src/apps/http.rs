@@ -26,7 +26,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use axum::Json;
 use axum::Router;
@@ -40,12 +40,14 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use super::access::{self, Access, Attributes, Verb};
-use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer, StatusMetrics};
+use super::auth::access::{self, Access, Attributes, Verb};
+use super::auth::{Caller, RETRY_AFTER_SECS, Refusal, Reviewer};
 use super::frames::{encode, encode_end, encode_going_away};
+use super::metrics::StatusMetrics;
 use super::names::{self, BadName};
 use super::pages::{self, Asked, Paging};
 use super::streams::{self, LimitHit, Maximums, StreamLimits};
+use crate::locks::lock;
 use crate::server::activity::Peer;
 use crate::server::shutdown::Stopping;
 use crate::watch::hub::{AppKey, AppRecord, Filter, Hub, Subscription};
@@ -410,7 +412,7 @@ struct Slot {
 
 impl Slot {
     fn open(s: &ApiState, caller: Option<String>) -> Result<Self, LimitHit> {
-        let mut limits = s.limits.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut limits = lock(&s.limits);
         limits.open(caller.as_deref())?;
         s.metrics.watch_streams.set(open_gauge(&limits));
         Ok(Self {
@@ -427,7 +429,7 @@ fn open_gauge(limits: &StreamLimits) -> i64 {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut limits = self.limits.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut limits = lock(&self.limits);
         limits.close(self.caller.as_deref());
         self.metrics.watch_streams.set(open_gauge(&limits));
     }

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::access::service_account_namespace;
+use super::auth::access::service_account_namespace;
 
 /// Which stream limit a caller hit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -2,7 +2,9 @@
 //!
 //! Owns key generation and X.509 encoding (through rcgen). Keys are ECDSA P-256: cheap handshakes
 //! and accepted by every kube-apiserver. The caller passes the clock in, so rotation logic can be
-//! tested with any "now". Never reads or writes files: the `certs` command and the server do that.
+//! tested with any "now". Also the one chain verification ([`verify`]), as kube-apiserver makes it
+//! of the webhook's serving certificate. Never reads or writes files: the `certs` command and the
+//! server do that.
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -19,6 +21,14 @@ pub enum Error {
     NotPem,
     #[error("cannot parse the X.509 certificate")]
     Parse,
+    #[error("the CA bundle holds no usable certificate")]
+    Bundle(#[source] rustls::Error),
+    #[error("cannot build a verifier from the CA bundle")]
+    Verifier(#[source] rustls::client::VerifierBuilderError),
+    #[error("`{0}` is not a DNS name")]
+    Host(String),
+    #[error("the certificate is not trusted")]
+    Untrusted(#[source] rustls::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -87,6 +97,33 @@ pub fn not_after(pem: &str) -> Result<OffsetDateTime> {
     Ok(cert.validity().not_after.to_datetime())
 }
 
+/// Whether a client trusting the PEM `bundle` accepts the first certificate of `cert_pem` for
+/// `host` at `now`: a real rustls/webpki chain verification, the one kube-apiserver makes.
+pub fn verify(bundle: &[u8], cert_pem: &str, host: &str, now: OffsetDateTime) -> Result<()> {
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls::pki_types::{ServerName, UnixTime};
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in rustls_pemfile::certs(&mut &bundle[..]).flatten() {
+        roots.add(ca).map_err(Error::Bundle)?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider)
+            .build()
+            .map_err(Error::Verifier)?;
+    let leaf = rustls_pemfile::certs(&mut cert_pem.as_bytes())
+        .next()
+        .ok_or(Error::NotPem)?
+        .map_err(|_| Error::NotPem)?;
+    let name = ServerName::try_from(host.to_owned()).map_err(|_| Error::Host(host.to_owned()))?;
+    let secs = u64::try_from(now.unix_timestamp()).unwrap_or_default();
+    let at = UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs));
+    verifier
+        .verify_server_cert(&leaf, &[], &name, &[], at)
+        .map(|_| ())
+        .map_err(Error::Untrusted)
+}
+
 fn name(common_name: &str) -> DistinguishedName {
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, common_name);
@@ -118,5 +155,27 @@ mod tests {
     #[test]
     fn garbage_is_not_a_certificate() {
         assert!(matches!(not_after("hello"), Err(Error::NotPem)));
+    }
+
+    #[test]
+    fn a_chain_is_verified_for_its_name_within_its_dates_and_its_ca() {
+        let now = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let ca = issue_ca("ksvc-webhook-ca", now, Duration::days(365)).unwrap();
+        let sans = service_sans("ksvc-webhook", "ksvc-system");
+        let leaf = issue_serving(&ca, &sans, now, Duration::days(90)).unwrap();
+        let bundle = ca.cert_pem.as_bytes();
+        let host = "ksvc-webhook.ksvc-system.svc";
+        assert!(verify(bundle, &leaf.cert_pem, host, now).is_ok());
+        let other_host = verify(bundle, &leaf.cert_pem, "other.ksvc-system.svc", now);
+        assert!(matches!(other_host, Err(Error::Untrusted(_))));
+        let expired = verify(bundle, &leaf.cert_pem, host, now + Duration::days(91));
+        assert!(matches!(expired, Err(Error::Untrusted(_))));
+        let stranger = issue_ca("someone-else", now, Duration::days(365)).unwrap();
+        let other_ca = verify(stranger.cert_pem.as_bytes(), &leaf.cert_pem, host, now);
+        assert!(matches!(other_ca, Err(Error::Untrusted(_))));
+        assert!(matches!(
+            verify(bundle, "hello", host, now),
+            Err(Error::NotPem)
+        ));
     }
 }

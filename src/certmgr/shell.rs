@@ -10,7 +10,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -32,6 +32,7 @@ use super::state::{self, SecretData};
 use super::{CertArgs, Error, FILE_CA_CRT, FILE_TLS_CRT, FILE_TLS_KEY, Result, issue};
 use crate::certmgr::pki;
 use crate::cluster::call::Backoff;
+use crate::locks::lock;
 use crate::report::error_chain;
 
 /// Writes planned per round before giving up on a Secret that keeps changing under us.
@@ -342,10 +343,7 @@ impl Manager {
         call: &'static str,
         fut: impl Future<Output = kube::Result<T>>,
     ) -> Result<kube::Result<T>> {
-        *self
-            .last_call
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = call;
+        *lock(&self.last_call) = call;
         tokio::time::timeout(self.call_timeout, fut)
             .await
             .map_err(|_| Error::Timeout {
@@ -382,10 +380,7 @@ impl Manager {
                 }
                 Ok(Err(e)) => e,
                 Err(_) => Error::Deadline {
-                    call: *self
-                        .last_call
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner),
+                    call: *lock(&self.last_call),
                 },
             };
             let now = tokio::time::Instant::now();

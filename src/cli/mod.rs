@@ -1,8 +1,11 @@
-//! The subcommands: thin shells over the pure core, a folder for each command with several
-//! files (`app/`, `check/`, `explain/`, `offline/`), a file for each other (`drift`, `certs`,
-//! `serve`), and what they share: the policy flags ([`policy`]), the status API read through the
-//! API server ([`status`]) and the printing of records ([`output`]). Each command's `Args` carries
-//! its `--help` words (environment and examples) beside its flags.
+//! The subcommands, a folder for each command with several files (`app/`, `check/`,
+//! `explain/`, `offline/`), a file for each other (`drift`, `certs`, `serve`), and what they
+//! share: the policy flags ([`policy`]), the status API read through the API server ([`status`])
+//! and the printing of records ([`output`]). Each command's `Args` carries its `--help` words
+//! beside its flags. A decision on a review or an app is the core's (`admission`,
+//! `watch::status`, `certmgr`), never made again here; what only a command line needs lives
+//! here, pure and beside its command: the JSONPath subset, the tables, what `check` concludes
+//! from what it read.
 
 pub mod app;
 pub mod certs;

@@ -25,6 +25,7 @@ use crate::cluster::rbac::ApiCall;
 use crate::cluster::{self, client::ClientArgs};
 use crate::flags::{parse_bytes, parse_duration, parse_listen_addr};
 use crate::server::catalogue::CatalogueReloader;
+use crate::server::reload::Reload as _;
 use crate::server::role::Role;
 use crate::server::{self, Server, tls::CertPaths};
 use crate::telemetry::logs::LogFormat;
@@ -70,7 +71,7 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
         );
         args.tls_dir = Some(dir);
     }
-    apps::auth::announce(&args.status_api, mode.describe());
+    apps::announce(&args.status_api, mode.describe());
     if let Some(endpoint) = &args.otlp_endpoint {
         tracing::info!(
             endpoint = ?endpoint,
@@ -188,7 +189,7 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
     if !args.role.admits() {
         server.without_admission();
     }
-    let status_metrics = apps::auth::StatusMetrics::default();
+    let status_metrics = apps::metrics::StatusMetrics::default();
     if runs_loop {
         let routes = apps::router(&watch, &status_metrics, &args.client, &args.status_api);
         server.merge_routes(routes);
@@ -314,7 +315,7 @@ pub fn api_calls(role: Role) -> Vec<&'static [ApiCall]> {
     match role {
         Role::Admission => calls.push(watch::projection::API_CALLS),
         Role::All | Role::Controller => {
-            calls.extend([watch::API_CALLS, apps::auth::reviews::API_CALLS]);
+            calls.extend([watch::API_CALLS, apps::auth::api::API_CALLS]);
         }
     }
     calls

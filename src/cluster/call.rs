@@ -12,6 +12,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
 use serde_json::Value;
 
 use crate::keys;
+use crate::locks::lock;
 
 /// Errors of one API call or write loop.
 #[derive(Debug, thiserror::Error)]
@@ -193,9 +194,7 @@ where
         source,
     };
     let mut raw = serde_json::to_value(&current).map_err(encode)?;
-    let changed = (edit
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner))(&mut raw);
+    let changed = (lock(edit))(&mut raw);
     if !changed {
         return Ok(Updated::Unchanged);
     }

@@ -1,7 +1,7 @@
 //! PURE: the JSON tree the admission core reads and edits, borrowing from the request body.
 //! The byte level: it knows no Kubernetes.
 //!
-//! A [`Node`] parsed from a review ([`parse::review`]) is mostly slices of the body: a string
+//! A [`Node`] parsed from a review ([`parse::parse_bytes`]) is mostly slices of the body: a string
 //! without escapes is never copied, and an object is a vector of members in the order they came
 //! (no map is built). Values the caller's skim table ([`parse::Skim`]) says are never read are
 //! not parsed into a tree at all but kept as their JSON text ([`Node::Raw`]), so nothing is lost.

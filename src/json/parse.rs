@@ -78,8 +78,8 @@ impl Skim {
     }
 }
 
-/// Parse an AdmissionReview body (or any JSON text), skimming as `skim` says.
-pub fn review<'a>(body: &'a [u8], skim: &Skim) -> Result<Node<'a>, Refused> {
+/// Parse JSON `body` (an AdmissionReview, say), skimming as `skim` says.
+pub fn parse_bytes<'a>(body: &'a [u8], skim: &Skim) -> Result<Node<'a>, Refused> {
     parse(std::str::from_utf8(body).map_err(|_| Refused)?, skim, "")
 }
 

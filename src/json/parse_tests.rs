@@ -18,7 +18,7 @@ static TABLE: Skim = Skim::Object {
 };
 
 fn parsed(text: &str) -> Result<Value, Refused> {
-    review(text.as_bytes(), &TABLE).map(|n| n.to_json())
+    parse_bytes(text.as_bytes(), &TABLE).map(|n| n.to_json())
 }
 
 #[test]
@@ -67,7 +67,7 @@ fn what_serde_json_refuses_is_refused() {
         assert!(serde_json::from_str::<Value>(text).is_err(), "{text:?}");
         assert_eq!(parsed(text), Err(Refused), "{text:?}");
     }
-    assert_eq!(review(b"\"\xff\"", &TABLE).map(drop), Err(Refused));
+    assert_eq!(parse_bytes(b"\"\xff\"", &TABLE).map(drop), Err(Refused));
     let deep = "[".repeat(MAX_DEPTH + 2) + &"]".repeat(MAX_DEPTH + 2);
     assert_eq!(parsed(&deep), Err(Refused));
 }
@@ -75,7 +75,7 @@ fn what_serde_json_refuses_is_refused() {
 #[test]
 fn a_repeated_name_keeps_its_last_value_where_the_first_stood() {
     let text = r#"{"a":1,"b":{"x":1,"x":[2]},"a":3}"#;
-    let node = review(text.as_bytes(), &Skim::Full).unwrap();
+    let node = parse_bytes(text.as_bytes(), &Skim::Full).unwrap();
     let keys: Vec<&str> = node.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["a", "b"]);
     assert_eq!(node.to_json(), serde_json::from_str::<Value>(text).unwrap());
@@ -87,7 +87,7 @@ fn a_repeated_name_keeps_its_last_value_where_the_first_stood() {
     // A large object too (its repeats are found by sorting).
     let many: Vec<String> = (0..40).map(|i| format!("\"k{}\":{i}", i % 30)).collect();
     let text = format!("{{{}}}", many.join(","));
-    let node = review(text.as_bytes(), &Skim::Full).unwrap();
+    let node = parse_bytes(text.as_bytes(), &Skim::Full).unwrap();
     assert_eq!(node.as_object().unwrap().len(), 30);
     assert_eq!(
         node.to_json(),

@@ -15,10 +15,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicI64;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Notify;
+
+use crate::locks::lock;
 
 /// The largest body that may use the small-body reserve.
 pub const SMALL_BODY: usize = 256 * 1024;
@@ -86,7 +88,7 @@ impl BodyBudget {
 
     /// A reservation of nothing yet for a body whose reading starts at `now`.
     pub fn open(self: &Arc<Self>, now: u64) -> Reservation {
-        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut used = lock(&self.used);
         let id = used.next_id;
         used.next_id += 1;
         let cut = Arc::new(Notify::new());
@@ -108,7 +110,7 @@ impl BodyBudget {
     /// Bytes reserved now.
     #[cfg(test)]
     pub(crate) fn reserved(&self) -> usize {
-        let used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        let used = lock(&self.used);
         used.small + used.large
     }
 
@@ -121,7 +123,7 @@ impl BodyBudget {
     /// Move body `id` from `from` to `to` bytes at `now`, cutting bodies that wait for their
     /// bytes if it does not fit; if it still does not, nothing changes.
     fn resize(&self, id: u64, from: usize, to: usize, now: u64) -> Result<(), OverBudget> {
-        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut used = lock(&self.used);
         let resized = self.make_room(&mut used, id, from, to, now);
         self.gauge
             .set(i64::try_from(used.small + used.large).unwrap_or(i64::MAX));
@@ -172,14 +174,14 @@ impl BodyBudget {
     }
 
     fn progressed(&self, id: u64, now: u64) {
-        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut used = lock(&self.used);
         if let Some(held) = used.held.get_mut(&id) {
             held.progress = now;
         }
     }
 
     fn read_whole(&self, id: u64) {
-        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut used = lock(&self.used);
         if let Some(held) = used.held.get_mut(&id) {
             held.reading = false;
         }
@@ -187,7 +189,7 @@ impl BodyBudget {
 
     /// Give back body `id`'s bytes, unless it was cut (then they are given back already).
     fn release(&self, id: u64) {
-        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut used = lock(&self.used);
         if let Some(held) = used.held.remove(&id) {
             used.sub(held.bytes);
         }

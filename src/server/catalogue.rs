@@ -1,15 +1,11 @@
-//! Hot reload of the sidecar catalogue: poll the file, swap the policy when it changes.
-//!
-//! Kubernetes updates a mounted ConfigMap by swapping a `..data` symlink, so the file is read
-//! again on every tick (through the link) rather than watched with inotify. A catalogue that does
-//! not load is reported and counted; the previous one keeps serving. A catalogue that does not
-//! load at start-up does not stop the server (`cli::policy`'s start-up policy): admission fails closed for
+//! Hot reload of the sidecar catalogue: on every tick of `reload.rs`'s loop, read the file again
+//! and swap the policy when its content changed. A catalogue that does not load is reported and
+//! counted; the previous one keeps serving. A catalogue that does not load at start-up does not stop the server (`cli::policy`'s start-up policy): admission fails closed for
 //! every KService that may get a sidecar (one may be an auth proxy that fronts the app) until a
 //! check loads the file. I/O only: parsing and every rule are [`crate::admission::sidecars`]'.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -17,6 +13,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+use super::reload::{LastSeen, Reload};
 use crate::admission::Policy;
 use crate::admission::sidecars::{self, Catalogue};
 
@@ -29,7 +26,7 @@ struct ResultLabel {
 pub struct CatalogueReloader {
     path: PathBuf,
     policy: Arc<ArcSwap<Policy>>,
-    last_seen: String,
+    last_seen: LastSeen<String>,
     reloads: Family<ResultLabel, Counter>,
 }
 
@@ -58,7 +55,7 @@ impl CatalogueReloader {
         Self {
             path,
             policy,
-            last_seen: String::new(),
+            last_seen: LastSeen::new(String::new()),
             reloads,
         }
     }
@@ -71,12 +68,13 @@ impl CatalogueReloader {
                 return self.rejected(format!("cannot read {}: {err}", self.path.display()));
             }
         };
-        let hash = sidecars::content_hash(&bytes);
-        if hash == self.last_seen {
+        if self
+            .last_seen
+            .changed(sidecars::content_hash(&bytes))
+            .is_none()
+        {
             return Checked::Unchanged;
         }
-        // Remember the content whatever the outcome: a broken file is reported once.
-        self.last_seen = hash;
         let parsed = std::str::from_utf8(&bytes)
             .map_err(|_| "not UTF-8 text".to_string())
             .and_then(|text| Catalogue::parse(text).map_err(|e| e.to_string()));
@@ -106,35 +104,30 @@ impl CatalogueReloader {
             .inc();
         Checked::Rejected(reason)
     }
+}
 
-    /// Check every `interval` until the task is dropped.
-    pub async fn run(mut self, interval: Duration) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticker.tick().await;
-        loop {
-            ticker.tick().await;
-            match self.check().await {
-                Checked::Unchanged => {}
-                Checked::Reloaded { templates } => {
-                    tracing::info!(path = %self.path.display(), templates, "sidecar catalogue reloaded");
-                }
-                Checked::Rejected(reason)
-                    if self.policy.load().sidecars.unavailable_reason().is_some() =>
-                {
-                    tracing::warn!(
-                        path = %self.path.display(),
-                        error = %reason,
-                        "sidecar catalogue still cannot be loaded; KServices that do not opt out \
-                         of sidecars are refused until it can"
-                    )
-                }
-                Checked::Rejected(reason) => tracing::warn!(
+impl Reload for CatalogueReloader {
+    async fn reload(&mut self) {
+        match self.check().await {
+            Checked::Unchanged => {}
+            Checked::Reloaded { templates } => {
+                tracing::info!(path = %self.path.display(), templates, "sidecar catalogue reloaded");
+            }
+            Checked::Rejected(reason)
+                if self.policy.load().sidecars.unavailable_reason().is_some() =>
+            {
+                tracing::warn!(
                     path = %self.path.display(),
                     error = %reason,
-                    "new sidecar catalogue rejected; the previous one keeps serving"
-                ),
+                    "sidecar catalogue still cannot be loaded; KServices that do not opt out \
+                     of sidecars are refused until it can"
+                )
             }
+            Checked::Rejected(reason) => tracing::warn!(
+                path = %self.path.display(),
+                error = %reason,
+                "new sidecar catalogue rejected; the previous one keeps serving"
+            ),
         }
     }
 }

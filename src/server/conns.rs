@@ -16,10 +16,12 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::task::AbortHandle;
+
+use crate::locks::lock;
 
 /// Why a connection was refused or closed early (the `reason` label of the counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,7 +210,7 @@ impl ConnLimits {
     /// or refuse it when every connection in the way is busy.
     pub fn admit(self: &Arc<Self>, ip: IpAddr, now_ms: u64) -> Result<Admitted, Refused> {
         let ip = ip.to_canonical();
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut open = lock(&self.open);
         let mut evicted = false;
         if open.by_ip.get(&ip).copied().unwrap_or(0) >= self.per_ip {
             let victim = open.victim(Some(ip)).ok_or(Refused::PerIp)?;
@@ -259,11 +261,7 @@ impl ConnSlot {
 
 impl Drop for ConnSlot {
     fn drop(&mut self) {
-        let mut open = self
-            .limits
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut open = lock(&self.limits.open);
         // An evicted connection's place is already free.
         open.remove(self.id);
         self.limits.gauge.set(gauge_value(open.conns.len()));

@@ -31,6 +31,7 @@ pub mod memory;
 pub mod metrics;
 pub mod process;
 pub mod readiness;
+pub mod reload;
 pub mod role;
 pub mod routes;
 pub mod shutdown;
@@ -53,6 +54,7 @@ use budget::BodyBudget;
 use conns::ConnLimits;
 use metrics::{Exposition, Metrics};
 pub use readiness::Readiness;
+use reload::Reload as _;
 pub use shutdown::Shutdown;
 use tls::{CertPaths, Certificates, Reloader};
 

@@ -9,7 +9,9 @@
 //! Owns no I/O.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
+use crate::locks::lock;
 
 /// Shared readiness state; clones share the same gates.
 #[derive(Debug, Clone, Default)]
@@ -36,11 +38,7 @@ impl Readiness {
     /// Register a gate named `name`, closed (`false`) until its owner stores `true`.
     /// Asking twice for the same name returns the same gate.
     pub fn gate(&self, name: &str) -> Arc<AtomicBool> {
-        let mut gates = self
-            .inner
-            .gates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut gates = lock(&self.inner.gates);
         if let Some((_, gate)) = gates.iter().find(|(n, _)| n == name) {
             return gate.clone();
         }
@@ -64,11 +62,7 @@ impl Readiness {
         if self.is_shutting_down() {
             return Status::ShuttingDown;
         }
-        let gates = self
-            .inner
-            .gates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let gates = lock(&self.inner.gates);
         let closed: Vec<String> = gates
             .iter()
             .filter(|(_, gate)| !gate.load(Ordering::SeqCst))

@@ -129,7 +129,7 @@ async fn validate_revision_delete(State(state): State<Shared>, request: Request)
     .await
 }
 
-/// Check the type, read the body by the deadline and [`decide`] with `review`, in the review's
+/// Check the type, read the body by the deadline and [`respond`] with `review`, in the review's
 /// span when spans are made.
 async fn answer(
     state: &AppState,
@@ -150,14 +150,14 @@ async fn answer(
         true => trace::review_span(route, trace),
         false => tracing::Span::none(),
     };
-    let response = read_and_decide(state, request, started, trace, &span, review).await;
+    let response = read_and_respond(state, request, started, trace, &span, review).await;
     trace::record_status(&span, response.status());
     response
 }
 
 /// The answer to one admission request: 415, 413, 503, 408 or 400 before a decision, else
-/// [`decide`]'s.
-async fn read_and_decide(
+/// [`respond`]'s.
+async fn read_and_respond(
     state: &AppState,
     request: Request,
     started: Instant,
@@ -186,7 +186,7 @@ async fn read_and_decide(
         peer.as_ref(),
     );
     match read.await {
-        Ok(body) => decide(state, body, started, trace, span, review).await,
+        Ok(body) => respond(state, body, started, trace, span, review).await,
         Err(refused) => {
             let (status, outcome) = match refused {
                 BodyError::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::TooLarge),
@@ -226,7 +226,7 @@ impl AsRef<[u8]> for Answer {
 /// Run `review` on `body` and answer; a panic in the core is a bug, answered 400, not 500.
 /// A body over [`INLINE_BODY`] is decided on the blocking pool, [`DECIDERS`] at a time, so that
 /// probes, the status API and small reviews never wait behind a large one.
-async fn decide(
+async fn respond(
     state: &AppState,
     body: body::Read,
     started: Instant,

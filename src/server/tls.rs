@@ -1,14 +1,11 @@
 //! TLS for the admission listener: load a PEM pair, serve it through a swappable rustls resolver,
-//! and reload it when the files change.
-//!
-//! Kubernetes updates a mounted Secret by swapping a `..data` symlink, so inotify on the files is
-//! not reliable; instead a task re-reads both files every `reload_interval` (the files are small)
-//! and compares their content with what was last seen. A changed pair that does not load is
-//! logged and counted, and the pair already serving stays. Never blocks a handshake on file I/O.
+//! and reload it when the files change (through `reload.rs`'s loop, which re-reads both files
+//! every `reload_interval` and compares their content with what was last seen). A changed pair
+//! that does not load is logged and counted, and the pair already serving stays. Never blocks a
+//! handshake on file I/O.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use rustls::ServerConfig;
@@ -18,6 +15,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
 use super::metrics::Metrics;
+use super::reload::{LastSeen, Reload};
 use crate::report::error_chain;
 
 /// Errors while loading a certificate pair or building the TLS configuration.
@@ -119,7 +117,7 @@ impl Certificates {
         };
         let reloader = Reloader {
             certs: certs.clone(),
-            last_seen: raw,
+            last_seen: LastSeen::new(raw),
         };
         Ok((certs, reloader))
     }
@@ -148,7 +146,7 @@ impl Certificates {
 #[derive(Debug)]
 pub struct Reloader {
     certs: Certificates,
-    last_seen: Raw,
+    last_seen: LastSeen<Raw>,
 }
 
 impl Reloader {
@@ -163,13 +161,10 @@ impl Reloader {
                 return Err(err);
             }
         };
-        if raw == self.last_seen {
+        let Some(raw) = self.last_seen.changed(raw) else {
             return Ok(false);
-        }
-        // Remember the content whatever the outcome: a broken pair is reported once, not on
-        // every tick, and a later fix is noticed as a change.
-        self.last_seen = raw;
-        match parse(&self.last_seen, &certs.paths, &certs.provider) {
+        };
+        match parse(raw, &certs.paths, &certs.provider) {
             Ok(loaded) => {
                 certs.resolver.current.store(loaded.key);
                 certs.metrics.cert_loaded(loaded.not_after);
@@ -182,24 +177,19 @@ impl Reloader {
             }
         }
     }
+}
 
-    /// Check every `interval` until the task is dropped.
-    pub async fn run(mut self, interval: Duration) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticker.tick().await;
-        loop {
-            ticker.tick().await;
-            match self.check().await {
-                Ok(true) => {
-                    tracing::info!(cert = %self.certs.paths.cert.display(), "serving certificate reloaded")
-                }
-                Ok(false) => {}
-                Err(err) => tracing::warn!(
-                    error = %error_chain(&err),
-                    "new serving certificate rejected; the previous one keeps serving"
-                ),
+impl Reload for Reloader {
+    async fn reload(&mut self) {
+        match self.check().await {
+            Ok(true) => {
+                tracing::info!(cert = %self.certs.paths.cert.display(), "serving certificate reloaded")
             }
+            Ok(false) => {}
+            Err(err) => tracing::warn!(
+                error = %error_chain(&err),
+                "new serving certificate rejected; the previous one keeps serving"
+            ),
         }
     }
 }

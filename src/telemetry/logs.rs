@@ -16,7 +16,7 @@
 //! formats or filters: tracing-subscriber does that.
 
 use std::io::Write;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::{SubscriberInitExt as _, TryInitError};
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
+use crate::locks;
 use crate::server::trace::{REFUSED_TARGET, SPAN_TARGET};
 
 /// How log lines are written (`serve --log-format`).
@@ -126,7 +127,7 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+        locks::lock(&self.pending)
     }
 }
 
@@ -165,10 +166,7 @@ fn write_loop<W: Write>(shared: &Shared, mut out: W) {
     loop {
         let (dropped, dropped_refused, closed) = {
             let pending = shared.lock();
-            let (mut pending, _) = shared
-                .wake
-                .wait_timeout_while(pending, FLUSH_EVERY, |p| !p.closed)
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut pending = locks::wait_while(&shared.wake, pending, FLUSH_EVERY, |p| !p.closed);
             std::mem::swap(&mut pending.bytes, &mut batch);
             let dropped = std::mem::take(&mut pending.dropped);
             let dropped_refused = std::mem::take(&mut pending.dropped_refused);

@@ -6,7 +6,7 @@
 //! a catalogue reload); only the leader runs the plan's writes, records Events and re-admits. The
 //! select loop never waits on the API: each event marks apps dirty ([`super::loop_state`]), and
 //! each turn publishes the dirty apps' status at once and hands their writes to
-//! [`super::inflight`], which runs them off the loop and returns their outcomes. While a list
+//! [`super::write_queue`], which runs them off the loop and returns their outcomes. While a list
 //! (or re-list) is under way nothing is reconciled; its end reconciles every app once. A broken watch
 //! resumes from its last resourceVersion (kube-runtime's watcher, with backoff); a failed write
 //! is retried with backoff; a periodic resync and every gain of leadership reconcile everything
@@ -30,13 +30,13 @@ use tokio::time::Instant;
 use super::cache::{Cache, Evaluation};
 use super::drift::DriftIndex;
 use super::hub::{AppKey, Change, Hub};
-use super::inflight::Writes;
 use super::loop_state::LoopState;
 use super::metrics::Metrics;
 use super::owners::ServiceStore;
 use super::readmit::{Readmitter, Wake};
 use super::store;
 use super::view::{KService, Revision};
+use super::write_queue::Writes;
 use super::writes::{Job, Transition, Writer};
 use crate::admission::Policy;
 use crate::cluster::call::Backoff;
@@ -188,7 +188,7 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
             continue;
         }
         let first_sync = after_list(&mut st, &shared);
-        // Never waits: status is published here, writes only start (see `inflight`).
+        // Never waits: status is published here, writes only start (see `write_queue`).
         reconcile_dirty(&mut st, &shared, &mut writes, &readmit);
         if first_sync {
             // Synced once every app has a status, not once their writes are done: `/apps` never

@@ -5,7 +5,7 @@
 //! `RESYNC` event followed by the current state of every app it watches. Must never touch the API.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
@@ -14,6 +14,7 @@ use super::status::{AppStatus, Phase};
 use super::view::KService;
 use crate::admission::drift::{Drift, Finding};
 use crate::keys;
+use crate::locks::lock;
 
 /// The queue length of one watch subscriber.
 pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 256;
@@ -191,11 +192,6 @@ impl Inner {
 #[derive(Default)]
 pub struct Hub {
     inner: Mutex<Inner>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock leaves plain data behind, still usable.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Hub {

@@ -4,7 +4,7 @@
 //! bypassed, then teardown of the old revisions once traffic has left them).
 //!
 //! Shape: observed objects ([`store`]s) → pure [`status::status_for`] / [`plan::plan`] →
-//! API writes ([`writes`], run off the loop by [`inflight`]). [`spawn`] returns at once: admission
+//! API writes ([`writes`], run off the loop by [`write_queue`]). [`spawn`] returns at once: admission
 //! never waits on this module (its readiness does not depend on the loop's sync), and with no
 //! cluster reachable the loop logs once and keeps retrying with backoff.
 //!
@@ -17,7 +17,6 @@ pub mod controller;
 pub mod drift;
 pub mod edit;
 pub mod hub;
-pub mod inflight;
 mod loop_state;
 pub mod metrics;
 pub mod owners;
@@ -28,6 +27,7 @@ pub mod status;
 pub mod store;
 mod trim;
 pub mod view;
+pub mod write_queue;
 pub mod writes;
 
 use std::sync::Arc;

@@ -11,13 +11,14 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::{Stream, TryStreamExt};
 use kube::Resource;
 use kube::runtime::watcher::{self, Event};
 
 use super::hub::AppKey;
+use crate::locks;
 
 struct Held<K> {
     object: Arc<K>,
@@ -75,8 +76,7 @@ pub fn key_of<K: Resource>(object: &K) -> AppKey {
 
 impl<K> Store<K> {
     fn read(&self) -> RwLockReadGuard<'_, Map<K>> {
-        // A panic while holding the lock leaves plain data behind, still usable.
-        self.map.read().unwrap_or_else(PoisonError::into_inner)
+        locks::read(&self.map)
     }
 
     /// One object.
@@ -111,7 +111,7 @@ impl<K> Store<K> {
 
 impl<K: Resource> Writer<K> {
     fn write(&self) -> RwLockWriteGuard<'_, Map<K>> {
-        self.map.write().unwrap_or_else(PoisonError::into_inner)
+        locks::write(&self.map)
     }
 
     /// Apply one watcher event (see the module's header for lists).

@@ -1,13 +1,14 @@
 //! Typed, read-only views of the Knative objects the watch loop caches: `Service` and `Revision`.
 //!
-//! Knative's types are not in k8s-openapi, so these are small serde structs that keep only the
-//! fields the loop reads and tolerate every unknown field (`#[serde(default)]`, no
-//! `deny_unknown_fields`). They are what the watch stores hold, so they are trimmed as they are
-//! decoded, before anything is kept: `managedFields` and kubectl's last-applied annotation go
-//! (together about 60 % of a KService as kubectl and the platform write it, and nothing reads
-//! them), and so does every metadata field the loop, the status API and the drift report never
-//! read; a Revision keeps only its name, uid, resourceVersion, owner label, `no-gc` annotation and
-//! status. A 1.5 MB object is cached at its trimmed size.
+//! Knative's types are not in k8s-openapi, so these are serde structs of the fields the loop reads
+//! that tolerate every unknown field (`#[serde(default)]`, no `deny_unknown_fields`). They are
+//! what the watch stores hold, trimmed as they are decoded: `managedFields` and kubectl's
+//! last-applied annotation go from both (together about 60 % of a KService as kubectl and the
+//! platform write it, and nothing reads them). A Revision keeps only its name, uid,
+//! resourceVersion, owner label, `no-gc` annotation and status. A Service keeps the metadata the
+//! loop and the status API read and, for the drift report and re-admission, its [`Stored`] text:
+//! the whole object but its status and resourceVersion. So a Service is cached at about the size
+//! of its spec and metadata: a KService whose 1.5 MB is its spec stays about 1.5 MB in the cache.
 //! They are never written back: every write fetches the raw object fresh and edits its JSON, so
 //! fields unknown to these views survive (a view serialised over the object would drop them).
 //! Must never do I/O.

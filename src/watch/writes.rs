@@ -7,7 +7,7 @@
 //! Thin: each method makes one bounded, preconditioned write (see [`crate::cluster::call`]), counts it, and
 //! logs one line; [`Writer::run`] makes one app's [`Job`] in order, reading leadership before
 //! every write so a replica that loses the lease stops at once. Deciding what to write is
-//! [`super::plan`]'s job; when and how many jobs run is [`super::inflight`]'s.
+//! [`super::plan`]'s job; when and how many jobs run is [`super::write_queue`]'s.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;

@@ -356,7 +356,7 @@ async fn serve_wires_the_guard_by_default_and_drops_it_with_status_auth_false() 
     handle
         .synced
         .store(true, std::sync::atomic::Ordering::Release);
-    let metrics = ksvc_webhook::apps::auth::StatusMetrics::default();
+    let metrics = ksvc_webhook::apps::metrics::StatusMetrics::default();
     let app = ksvc_webhook::apps::router(&handle, &metrics, &guarded.client, &guarded.status);
     assert_eq!(get(&app, "/apps", None).await.0, StatusCode::UNAUTHORIZED);
     // No cluster to ask (the kubeconfig does not exist): 503, never open.
@@ -371,7 +371,7 @@ async fn serve_wires_the_guard_by_default_and_drops_it_with_status_auth_false() 
     );
 
     let open = flags(&["--status-auth=false"]);
-    let metrics = ksvc_webhook::apps::auth::StatusMetrics::default();
+    let metrics = ksvc_webhook::apps::metrics::StatusMetrics::default();
     let app = ksvc_webhook::apps::router(&handle, &metrics, &open.client, &open.status);
     assert_eq!(
         get(&app, "/apps", None).await,

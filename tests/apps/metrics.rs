@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::Method;
-use ksvc_webhook::apps::auth::{ClientSource, MetricsAccess, Reviewer, Settings, StatusMetrics};
+use ksvc_webhook::apps::auth::{ClientSource, MetricsAccess, Reviewer, Settings};
+use ksvc_webhook::apps::metrics::StatusMetrics;
 use support::FakeApi;
 use support::harness;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

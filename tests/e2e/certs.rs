@@ -5,7 +5,9 @@
 
 use base64::Engine;
 use ksvc_webhook::certmgr::pki::{self, CertKey};
-use support::control_plane::{ControlPlane, GUARD, MUTATING, SYSTEM_NS, Webhook, eventually};
+use std::time::Duration;
+use support::control_plane::{ControlPlane, GUARD, MUTATING, SYSTEM_NS, Webhook};
+use support::poll;
 
 use crate::objects::{example, text};
 
@@ -133,17 +135,21 @@ fn a_forced_rotation_of_the_serving_certificate_fails_no_write() {
 
     // Writes all through the rotation: every one admitted.
     let mut written = 0;
-    let renewed = eventually("the leader has renewed the serving certificate", 60, || {
-        let yaml = example("plain-ksvc.yaml", &ns)
-            .replace("name: hello", &format!("name: hello-{written}"));
-        plane
-            .kubectl_in(&["create", "-f", "-"], yaml.as_bytes())
-            .ok("a write during the rotation");
-        written += 1;
-        let secret = plane.get_json(&["secret", "ksvc-webhook-certs", "-n", SYSTEM_NS]);
-        let serving = secret_pem(&secret, "tls.crt");
-        (serving != expiring.cert_pem).then_some(serving)
-    });
+    let renewed = poll::blocking(
+        "the leader has renewed the serving certificate",
+        Duration::from_secs(60),
+        || {
+            let yaml = example("plain-ksvc.yaml", &ns)
+                .replace("name: hello", &format!("name: hello-{written}"));
+            plane
+                .kubectl_in(&["create", "-f", "-"], yaml.as_bytes())
+                .ok("a write during the rotation");
+            written += 1;
+            let secret = plane.get_json(&["secret", "ksvc-webhook-certs", "-n", SYSTEM_NS]);
+            let serving = secret_pem(&secret, "tls.crt");
+            (serving != expiring.cert_pem).then_some(serving)
+        },
+    );
     let end = pki::not_after(&renewed).unwrap();
     assert!(
         end - now > time::Duration::days(60),

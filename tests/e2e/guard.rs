@@ -3,7 +3,9 @@
 //! garbage collector remove its Configuration and Revisions with no refusal.
 
 use serde_json::Value;
-use support::control_plane::{ControlPlane, Webhook, eventually};
+use std::time::Duration;
+use support::control_plane::{ControlPlane, Webhook};
+use support::poll;
 
 use crate::knative;
 use crate::objects::{example, text};
@@ -47,9 +49,9 @@ fn a_serving_revision_is_kept_from_a_user_and_the_garbage_collector_removes_it_a
     plane
         .kubectl(&["delete", "ksvc", "hello", "-n", &ns])
         .ok("delete the KService");
-    eventually(
+    poll::blocking(
         "the garbage collector has removed the Revision",
-        120,
+        Duration::from_secs(120),
         || {
             let left = plane
                 .kubectl(&["get", "revisions", "-n", &ns, "-o", "name"])

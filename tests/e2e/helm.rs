@@ -11,12 +11,12 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
+use support::poll;
 
 use serde_json::Value;
 use support::cli::{Ran, repo_root};
-use support::control_plane::{
-    ControlPlane, GUARD, MUTATING, SERVICE_ACCOUNT, SYSTEM_NS, Webhook, eventually,
-};
+use support::control_plane::{ControlPlane, GUARD, MUTATING, SERVICE_ACCOUNT, SYSTEM_NS, Webhook};
 
 use crate::objects::{example, text};
 
@@ -107,7 +107,7 @@ fn helm_install_upgrade_and_uninstall_on_the_real_control_plane() {
     plane
         .kubectl(&["delete", "-k", layer.to_str().unwrap(), "--wait=true"])
         .ok("kubectl delete -k of the install");
-    eventually("the namespace is gone", 120, || {
+    poll::blocking("the namespace is gone", Duration::from_secs(120), || {
         (!exists(plane, &["namespace", SYSTEM_NS])).then_some(())
     });
     nothing_blocks(plane, "after-kustomize");
@@ -178,9 +178,9 @@ fn helm_install_upgrade_and_uninstall_on_the_real_control_plane() {
 
     helm(plane, &["uninstall", RELEASE, "-n", SYSTEM_NS, "--wait"]).ok("helm uninstall");
     nothing_blocks(plane, "after-helm");
-    eventually(
+    poll::blocking(
         "the garbage collector removed the certificate Secret",
-        60,
+        Duration::from_secs(60),
         || (!exists(plane, &["secret", "ksvc-webhook-certs", "-n", SYSTEM_NS])).then_some(()),
     );
 

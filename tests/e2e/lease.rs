@@ -3,9 +3,11 @@
 //! label keep working with the survivor alone.
 
 use serde_json::Value;
-use support::control_plane::{ControlPlane, SYSTEM_NS, Webhook, eventually, free_port};
+use std::time::Duration;
+use support::control_plane::{ControlPlane, SYSTEM_NS, Webhook, free_port};
+use support::poll;
 
-use crate::objects::example;
+use crate::objects::create_managed_app;
 
 const LEASE: &str = "ksvc-webhook-watch";
 const DURATION: &str = "--lease-duration=4s";
@@ -25,7 +27,7 @@ fn when_the_leader_dies_the_other_replica_takes_the_lease_and_serves_alone() {
     let plane = ControlPlane::get();
     let ns = plane.namespace("lease");
     let mut alpha = Webhook::start(plane, "alpha", &[DURATION]);
-    eventually("alpha holds the Lease", 30, || {
+    poll::blocking("alpha holds the Lease", Duration::from_secs(30), || {
         (holder(plane) == "alpha").then_some(())
     });
     let beta_port = free_port();
@@ -39,17 +41,11 @@ fn when_the_leader_dies_the_other_replica_takes_the_lease_and_serves_alone() {
 
     alpha.kill();
     plane.point_webhooks_at(beta_port);
-    eventually("beta holds the Lease", 60, || {
+    poll::blocking("beta holds the Lease", Duration::from_secs(60), || {
         (holder(plane) == "beta").then_some(())
     });
 
-    let created = plane
-        .kubectl_in(
-            &["create", "-o", "name", "-f", "-"],
-            example("managed-ksvc.yaml", &ns).as_bytes(),
-        )
-        .ok("create with the survivor alone");
-    let name = created.stdout.trim().rsplit('/').next().unwrap().to_owned();
+    let name = create_managed_app(plane, &ns, "create with the survivor alone");
     for (stopped, min_scale) in [("true", Some("0")), ("false", None)] {
         plane
             .kubectl(&[

@@ -3,23 +3,16 @@
 //! rule is back. The least-privilege test leaves this test's namespace out (its 403s are the
 //! point here).
 
-use support::control_plane::{ControlPlane, Webhook, eventually};
+use std::time::Duration;
+use support::control_plane::{ControlPlane, Reinstall, Webhook};
+use support::poll;
 
 use crate::knative;
-use crate::objects::example;
+use crate::objects::create_managed_app;
 
 /// The namespace prefix and webhook identity of this test: `least_privilege` leaves out these
 /// namespaces' calls and this webhook's log.
 pub const PREFIX: &str = "missing-rule";
-
-/// Puts the manifests back however the test ends.
-struct Reinstall<'a>(&'a ControlPlane);
-
-impl Drop for Reinstall<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.kubectl(&["apply", "-k", "target/e2e/install"]);
-    }
-}
 
 #[test]
 #[ignore = "needs the e2e control plane: make e2e"]
@@ -42,13 +35,7 @@ fn without_the_revision_delete_rule_the_teardown_fails_naming_it_and_recovers_wh
     let webhook = Webhook::start(plane, PREFIX, &[]);
 
     // A stopped app whose old revision the route has left: the loop must delete it.
-    let created = plane
-        .kubectl_in(
-            &["create", "-f", "-", "-o", "name"],
-            example("managed-ksvc.yaml", &ns).as_bytes(),
-        )
-        .ok("create a managed app");
-    let name = created.stdout.trim().rsplit('/').next().unwrap().to_owned();
+    let name = create_managed_app(plane, &ns, "create a managed app");
     knative::configuration(plane, &ns, &name);
     let first = knative::revision(plane, &ns, &name, 1, 1);
     plane
@@ -66,9 +53,11 @@ fn without_the_revision_delete_rule_the_teardown_fails_naming_it_and_recovers_wh
     knative::route(plane, &ns, &name, &second, &[(&second, 100)]);
 
     let refused = r#"cannot delete resource \"revisions\" in API group \"serving.knative.dev\""#;
-    eventually("the server logs the permission it lacks", 60, || {
-        webhook.log_text().contains(refused).then_some(())
-    });
+    poll::blocking(
+        "the server logs the permission it lacks",
+        Duration::from_secs(60),
+        || webhook.log_text().contains(refused).then_some(()),
+    );
     let left = plane.kubectl(&["get", "revision", &first, "-n", &ns, "-o", "name"]);
     assert_eq!(
         left.code,
@@ -78,9 +67,9 @@ fn without_the_revision_delete_rule_the_teardown_fails_naming_it_and_recovers_wh
     );
 
     drop(reinstall);
-    eventually(
+    poll::blocking(
         "the loop deletes the revision once the rule is back",
-        60,
+        Duration::from_secs(60),
         || {
             let gone = plane.kubectl(&["get", "revision", &first, "-n", &ns, "-o", "name"]);
             gone.stderr.contains("NotFound").then_some(())

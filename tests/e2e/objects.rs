@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 use support::cli::{repo_root, run_bin};
+use support::control_plane::ControlPlane;
 
 /// The example `examples/<file>` with its namespace set to `namespace`.
 pub fn example(file: &str, namespace: &str) -> String {
@@ -75,4 +76,16 @@ pub fn env_var<'a>(ksvc: &'a Value, name: &str) -> Option<&'a str> {
         .find(|e| e["name"] == name)?
         .get("value")?
         .as_str()
+}
+
+/// Create the example managed KService (`managed-ksvc.yaml`, its name left to the webhook) in
+/// `namespace`, failing the test as `what` when kubectl refuses; the name it was given.
+pub fn create_managed_app(plane: &ControlPlane, namespace: &str, what: &str) -> String {
+    let created = plane
+        .kubectl_in(
+            &["create", "-f", "-", "-o", "name"],
+            example("managed-ksvc.yaml", namespace).as_bytes(),
+        )
+        .ok(what);
+    created.stdout.trim().rsplit('/').next().unwrap().to_owned()
 }

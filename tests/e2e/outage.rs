@@ -4,18 +4,11 @@
 //! opted out is not held up, and Revision deletes go through (the guard's `failurePolicy:
 //! Ignore`: an outage never blocks a delete).
 
-use support::control_plane::{ControlPlane, MUTATING, SYSTEM_NS, Webhook, eventually};
+use std::time::Duration;
+use support::control_plane::{ControlPlane, MUTATING, Reinstall, SYSTEM_NS, Webhook};
+use support::poll;
 
 use crate::objects::example;
-
-/// Puts the manifests back however the test ends.
-struct Reinstall<'a>(&'a ControlPlane);
-
-impl Drop for Reinstall<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.kubectl(&["apply", "-k", "target/e2e/install"]);
-    }
-}
 
 #[test]
 #[ignore = "needs the e2e control plane: make e2e"]
@@ -77,13 +70,17 @@ fn with_the_service_pointing_nowhere_writes_are_refused_and_deletes_go_through()
     // kube-apiserver resolves the Service when it dials, and keeps its open connections to the
     // old address: only once the process behind them is gone does it dial the new name.
     drop(webhook);
-    eventually("kube-apiserver dials the Service's new name", 30, || {
-        let dry = plane.kubectl_in(
-            &["create", "--dry-run=server", "-f", "-"],
-            another.as_bytes(),
-        );
-        (dry.code == Some(1)).then_some(())
-    });
+    poll::blocking(
+        "kube-apiserver dials the Service's new name",
+        Duration::from_secs(30),
+        || {
+            let dry = plane.kubectl_in(
+                &["create", "--dry-run=server", "-f", "-"],
+                another.as_bytes(),
+            );
+            (dry.code == Some(1)).then_some(())
+        },
+    );
     let refused = plane.kubectl_in(&["create", "-f", "-"], another.as_bytes());
     assert_eq!(
         refused.code,

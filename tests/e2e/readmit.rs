@@ -3,8 +3,10 @@
 //! written again through the real admission chain until it is in step.
 
 use serde_json::Value;
+use std::time::Duration;
 use support::cli::run_bin;
-use support::control_plane::{ControlPlane, Webhook, eventually};
+use support::control_plane::{ControlPlane, Webhook};
+use support::poll;
 
 use crate::objects::{example, text};
 use crate::status_api::{get, reader};
@@ -89,9 +91,9 @@ fn an_app_stored_before_the_webhook_saw_it_is_reported_and_readmitted() {
     );
     let token = plane.token(&ns, "reader", None);
     // Before it converges, or right after, /apps carried the same report; in the end, none.
-    let readmitted = eventually(
+    let readmitted = poll::blocking(
         "the app has been written again through admission",
-        90,
+        Duration::from_secs(90),
         || {
             let ksvc = plane.get_json(&["ksvc", name, "-n", &ns]);
             (!text(&ksvc, SHA).is_empty()).then_some(ksvc)
@@ -102,9 +104,13 @@ fn an_app_stored_before_the_webhook_saw_it_is_reported_and_readmitted() {
         "{:#}",
         readmitted["metadata"]
     );
-    eventually("/apps reports no drift for it", 60, || {
-        let (code, body) = get(plane, &token, &format!("/apps/{ns}/{name}"));
-        let app: Value = serde_json::from_str(&body).unwrap_or_default();
-        (code == 200 && app["drift"].as_array().is_some_and(Vec::is_empty)).then_some(())
-    });
+    poll::blocking(
+        "/apps reports no drift for it",
+        Duration::from_secs(60),
+        || {
+            let (code, body) = get(plane, &token, &format!("/apps/{ns}/{name}"));
+            let app: Value = serde_json::from_str(&body).unwrap_or_default();
+            (code == 200 && app["drift"].as_array().is_some_and(Vec::is_empty)).then_some(())
+        },
+    );
 }

@@ -3,9 +3,11 @@
 //! Role of the reader's own.
 
 use std::process::Command;
+use std::time::Duration;
+use support::poll;
 
 use base64::Engine;
-use support::control_plane::{ControlPlane, MUTATING, Webhook, eventually};
+use support::control_plane::{ControlPlane, MUTATING, Webhook};
 
 use crate::objects::{example, text};
 
@@ -70,7 +72,7 @@ fn a_reader_token_reads_its_namespace_and_is_refused_elsewhere() {
     let token = plane.token(&mine, "reader", None);
 
     // 503 until the watch cache has synced; then the app is listed.
-    let body = eventually("/apps lists the app", 60, || {
+    let body = poll::blocking("/apps lists the app", Duration::from_secs(60), || {
         let (code, body) = get(plane, &token, &format!("/apps?namespace={mine}"));
         (code == 200 && body.contains(&format!("\"{name}\""))).then_some(body)
     });
@@ -98,9 +100,11 @@ fn with_audiences_set_only_a_token_minted_for_them_is_accepted() {
     let path = format!("/apps?namespace={mine}");
 
     let minted = plane.token(&mine, "reader", Some("ksvc-webhook"));
-    eventually("/apps answers a token minted for ksvc-webhook", 60, || {
-        (get(plane, &minted, &path).0 == 200).then_some(())
-    });
+    poll::blocking(
+        "/apps answers a token minted for ksvc-webhook",
+        Duration::from_secs(60),
+        || (get(plane, &minted, &path).0 == 200).then_some(()),
+    );
     let for_the_api_server = plane.token(&mine, "reader", None);
     let (code, body) = get(plane, &for_the_api_server, &path);
     assert_eq!(code, 401, "a token for the API server's audience: {body}");

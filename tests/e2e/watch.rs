@@ -4,11 +4,13 @@
 //! series; `/apps` and `ksvc-webhook app` show each phase.
 
 use serde_json::Value;
+use std::time::Duration;
 use support::cli::run_bin;
-use support::control_plane::{ControlPlane, Webhook, eventually};
+use support::control_plane::{ControlPlane, Webhook};
+use support::poll;
 
 use crate::knative;
-use crate::objects::example;
+use crate::objects::create_managed_app;
 use crate::status_api::{get, reader};
 
 /// The phase `/apps/{ns}/{name}` reports, read with `token`.
@@ -26,10 +28,14 @@ fn phase(plane: &ControlPlane, token: &str, ns: &str, name: &str) -> String {
 
 fn wait_phase(plane: &ControlPlane, token: &str, ns: &str, name: &str, want: &str) {
     let mut last = String::new();
-    eventually(&format!("/apps says {ns}/{name} is {want}"), 60, || {
-        last = phase(plane, token, ns, name);
-        (last == want).then_some(())
-    });
+    poll::blocking(
+        &format!("/apps says {ns}/{name} is {want}"),
+        Duration::from_secs(60),
+        || {
+            last = phase(plane, token, ns, name);
+            (last == want).then_some(())
+        },
+    );
 }
 
 fn revisions(plane: &ControlPlane, ns: &str) -> Vec<String> {
@@ -91,13 +97,7 @@ impl App<'_> {
 fn active_app(plane: &ControlPlane) -> (App<'_>, String) {
     let ns = plane.namespace("watch");
     reader(plane, &ns);
-    let created = plane
-        .kubectl_in(
-            &["create", "-f", "-", "-o", "name"],
-            example("managed-ksvc.yaml", &ns).as_bytes(),
-        )
-        .ok("create a managed app");
-    let name = created.stdout.trim().rsplit('/').next().unwrap().to_owned();
+    let name = create_managed_app(plane, &ns, "create a managed app");
     let token = plane.token(&ns, "reader", None);
     let app = App {
         plane,
@@ -120,7 +120,7 @@ fn stop_and_tear_down(app: &App, first: &str) -> support::cli::Ran {
     let first = first.to_owned();
     std::thread::scope(|scope| {
         let stop = scope.spawn(|| app.cli("stop", &["--wait", "--timeout", "90s"]));
-        eventually("the stop label is stored", 30, || {
+        poll::blocking("the stop label is stored", Duration::from_secs(30), || {
             let ksvc = plane.get_json(&["ksvc", name, "-n", ns]);
             (ksvc["metadata"]["labels"]["flyte.org/app-stopped"] == "true").then_some(())
         });
@@ -136,9 +136,11 @@ fn stop_and_tear_down(app: &App, first: &str) -> support::cli::Ran {
         // it down.
         knative::route(plane, ns, name, &second, &[(&second, 100)]);
         knative::routing_state(plane, ns, &first, "reserve");
-        eventually("the loop has deleted the old revision", 60, || {
-            (!revisions(plane, ns).contains(&first)).then_some(())
-        });
+        poll::blocking(
+            "the loop has deleted the old revision",
+            Duration::from_secs(60),
+            || (!revisions(plane, ns).contains(&first)).then_some(()),
+        );
         app.wait_phase("STOPPED");
         stop.join().unwrap()
     })
@@ -192,12 +194,16 @@ fn stop_waits_for_traffic_to_leave_then_deletes_the_old_revision_and_start_bring
     );
 
     // Every transition is an Event the real events API accepted; ACTIVE twice is one series.
-    let recorded = eventually("the Events of both ACTIVE transitions", 30, || {
-        let all = events(plane, ns);
-        all.iter()
-            .any(|(reason, count)| reason == "AppActive" && *count >= 2)
-            .then_some(all)
-    });
+    let recorded = poll::blocking(
+        "the Events of both ACTIVE transitions",
+        Duration::from_secs(30),
+        || {
+            let all = events(plane, ns);
+            all.iter()
+                .any(|(reason, count)| reason == "AppActive" && *count >= 2)
+                .then_some(all)
+        },
+    );
     for reason in ["AppStopping", "AppStopped"] {
         assert!(
             recorded.iter().any(|(r, _)| r == reason),

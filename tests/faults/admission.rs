@@ -46,7 +46,7 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
                 max_watch_streams_per_namespace: 16,
                 metrics_auth: false,
             };
-            let metrics = ksvc_webhook::apps::auth::StatusMetrics::default();
+            let metrics = ksvc_webhook::apps::metrics::StatusMetrics::default();
             server.merge_routes(ksvc_webhook::apps::router(
                 &handle, &metrics, &client, &open,
             ));

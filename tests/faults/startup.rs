@@ -1,7 +1,7 @@
 //! `serve` against an API server that never lets it start: it must give up within
 //! `--cert-bootstrap-timeout`, exit non-zero, and say in one line what it gave up on.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::certs::{CONFIGS, webhook_config};
@@ -9,7 +9,6 @@ use crate::common::SLACK;
 use support::FakeApi;
 use support::fake_api::Fault;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ksvc-webhook");
 const BUDGET_SECS: u64 = 3;
 
 /// Run `serve` with self-managed certificates against `fake`; its exit status, stderr, stdout
@@ -18,24 +17,8 @@ async fn serve(fake: &FakeApi) -> (Option<i32>, String, String, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = fake.kubeconfig(dir.path());
     let certs = dir.path().join("certs");
-    let child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--no-watch",
-            "--workers",
-            "1",
-        ])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--tls-dir")
-        .arg(&certs)
-        .args([
-            "--self-managed-certs=true",
-            "--cert-bootstrap-timeout",
-            &format!("{BUDGET_SECS}s"),
-        ])
+    let child = support::cli::self_managed_serve(&kubeconfig, &certs)
+        .args(["--cert-bootstrap-timeout", &format!("{BUDGET_SECS}s")])
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,5 +1,6 @@
 //! Run the real `ksvc-webhook` binary against the fake API server, as a user at a prompt would:
-//! a kubeconfig pointing at the fake, no `KUBECONFIG` from the test's environment.
+//! a kubeconfig pointing at the fake (written by the one kubeconfig writer, [`kubeconfig`]), no
+//! `KUBECONFIG` from the test's environment.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,10 +17,23 @@ pub struct Ran {
     pub stderr: String,
 }
 
+/// The one kubeconfig writer: a file in `dir` naming the API server at `server` (no
+/// credentials), current context `fake` in `namespace`, and a second context `other` in `apps`.
+pub fn kubeconfig(server: &str, namespace: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n\
+         contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: {namespace}\n\
+         - name: other\n  context:\n    cluster: fake\n    user: fake\n    namespace: apps\nusers:\n- name: fake\n  user: {{}}\n"
+    );
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
 /// A kubeconfig for `server` in `dir` (the caller keeps the directory, which goes when dropped):
 /// context `fake`, namespace `system`, and a second context `other` in namespace `apps`.
 pub fn kubeconfig_for(server: &str, dir: &tempfile::TempDir) -> PathBuf {
-    crate::kubeconfig(server, "system", dir.path())
+    kubeconfig(server, "system", dir.path())
 }
 
 /// Run the binary with `args` and a kubeconfig for `fake`, off the runtime (the fake keeps
@@ -83,4 +97,26 @@ pub fn bin() -> PathBuf {
 /// the README's do.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// `serve` of the built binary with self-managed certificates against the API server of
+/// `kubeconfig`, one worker, no watch loop, listening on a free port of 127.0.0.1, its
+/// certificates in `tls_dir`; the caller adds its own flags and spawns it.
+pub fn self_managed_serve(kubeconfig: &std::path::Path, tls_dir: &std::path::Path) -> Command {
+    let mut command = Command::new(bin());
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--workers",
+            "1",
+        ])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--tls-dir")
+        .arg(tls_dir)
+        .arg("--self-managed-certs=true");
+    command
 }

@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -273,23 +272,17 @@ pub fn tail(path: &Path, lines: usize) -> String {
     )
 }
 
+/// Puts the manifests back however a test that changes them ends.
+pub struct Reinstall<'a>(pub &'a ControlPlane);
+
+impl Drop for Reinstall<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.kubectl(&["apply", "-k", "target/e2e/install"]);
+    }
+}
+
 /// A free port on 127.0.0.1 (bound, then released for the process that will listen on it).
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
-}
-
-/// Poll `check` every 100 ms for up to `secs` seconds; panics with `what` when it never holds.
-pub fn eventually<T>(what: &str, secs: u64, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s waiting until {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }

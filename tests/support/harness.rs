@@ -403,22 +403,8 @@ impl Drop for KillOnDrop {
 /// `cert_pem` for the webhook Service's name at `at` (a real rustls/webpki chain verification);
 /// `None` when `cert_pem` holds no certificate.
 pub fn trusted(bundle: &[u8], cert_pem: &str, at: OffsetDateTime) -> Option<bool> {
-    use rustls::client::danger::ServerCertVerifier;
-    use rustls::pki_types::UnixTime;
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in rustls_pemfile::certs(&mut &bundle[..]) {
-        roots.add(ca.unwrap()).unwrap();
+    match pki::verify(bundle, cert_pem, SERVER_NAME, at) {
+        Err(pki::Error::NotPem) => None,
+        verified => Some(verified.is_ok()),
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier =
-        rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider)
-            .build()
-            .unwrap();
-    let leaf = rustls_pemfile::certs(&mut cert_pem.as_bytes())
-        .next()?
-        .ok()?;
-    let name = ServerName::try_from(SERVER_NAME).unwrap();
-    let at = UnixTime::since_unix_epoch(Duration::from_secs(at.unix_timestamp() as u64));
-    let verified = verifier.verify_server_cert(&leaf, &[], &name, &[], at);
-    Some(verified.is_ok())
 }

@@ -3,7 +3,9 @@
 //! generous so that a loaded machine never fails a test that would pass: no test asserts how fast
 //! something happened. [`until`] takes a plain condition, [`until_async`] one that awaits (a
 //! request, a scrape). Both return the moment the condition held, for the callers that measure
-//! from a moment of their own (the fault table's recovery times).
+//! from a moment of their own (the fault table's recovery times). [`blocking`] is their twin for
+//! the e2e suite, which has no runtime: it polls on the test's thread, every [`EVERY_BLOCKING`],
+//! and returns the value its check gave.
 //!
 //! The limit runs on tokio's clock, so under `tokio::time::pause()` it is virtual time too.
 
@@ -12,6 +14,9 @@ use std::time::{Duration, Instant};
 
 /// How often a condition is polled.
 pub const EVERY: Duration = Duration::from_millis(10);
+
+/// How often [`blocking`] polls: each try of an e2e check runs a process (kubectl, curl).
+pub const EVERY_BLOCKING: Duration = Duration::from_millis(100);
 
 /// The limit when nothing tighter is meant: far beyond what any wait takes on a quiet machine.
 pub const LIMIT: Duration = Duration::from_secs(20);
@@ -37,5 +42,21 @@ where
             "timed out after {limit:?} waiting until {what}"
         );
         tokio::time::sleep(EVERY).await;
+    }
+}
+
+/// Poll `check` on this thread until it gives a value, and return it. Panics after `limit`,
+/// naming `what`.
+pub fn blocking<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting until {what}"
+        );
+        std::thread::sleep(EVERY_BLOCKING);
     }
 }

@@ -12,4 +12,4 @@ mod readmit;
 #[cfg(test)]
 mod readmit_faults;
 #[cfg(test)]
-mod writes;
+mod write_queue;

@@ -1,383 +1,251 @@
-//! PURE: the load-time checks of a sidecar catalogue — Knative's multi-container rules.
-//!
-//! A template that Knative would reject once injected is refused here, when the catalogue is
-//! parsed, so a bad catalogue never reaches admission. Every problem is reported with its path.
-//! Containers and volumes are read through k8s-openapi's types only to check them.
+//! PURE (but for [`load`]): the checked sidecar catalogue and its templates — parsing a
+//! catalogue (refused, with every problem, when `checks.rs` finds any), its fingerprint, and
+//! [`load`], the one function of the sidecar module that reads a file.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Container, Volume};
-use serde_json::Value;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
-use super::{Problem, RawTemplate, params};
-use crate::admission::naming::dns1123_problem;
+use super::checks::{self, Problem, RawCatalogue};
+use super::handover::Fronts;
+use super::params;
+use crate::admission::spec_sha::{canonical_json, json_sha};
 
-/// Env names Knative sets itself (`PORT` only on the user container, but a sidecar has no port).
-pub const RESERVED_ENV: [&str; 4] = ["PORT", "K_SERVICE", "K_CONFIGURATION", "K_REVISION"];
-/// Ports Knative's queue-proxy and its metrics use.
-pub const RESERVED_PORTS: [i32; 6] = [8012, 8013, 8022, 8008, 9090, 9091];
-/// Mount paths Knative refuses.
-const RESERVED_MOUNT_PATHS: [&str; 3] = ["/", "/dev", "/dev/log"];
-/// Container fields Knative's field mask refuses.
-const DISALLOWED_FIELDS: [&str; 5] = ["lifecycle", "stdin", "stdinOnce", "tty", "volumeDevices"];
-/// Volume sources whose mounts may be writable in Knative.
-const WRITABLE_SOURCES: [&str; 3] = ["emptyDir", "persistentVolumeClaim", "ephemeral"];
+/// A catalogue that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogueError {
+    #[error("sidecar catalogue is not valid YAML")]
+    Yaml(#[source] Box<serde_saphyr::Error>),
+    #[error("sidecar catalogue does not have the expected shape")]
+    Shape(#[source] serde_json::Error),
+    #[error("sidecar catalogue has {} problem(s):\n{}", .0.len(), list(.0))]
+    Invalid(Vec<Problem>),
+}
 
-/// Every problem of the catalogue, in a stable order.
-pub(super) fn check(templates: &BTreeMap<String, RawTemplate>, default: &[String]) -> Vec<Problem> {
-    let mut out = Vec::new();
-    for (i, name) in default.iter().enumerate() {
-        if !templates.contains_key(name) {
-            out.push(problem(
-                format!("default[{i}]"),
-                format!("names {name:?}, which is not a template of this catalogue"),
-            ));
+fn list(problems: &[Problem]) -> String {
+    let lines: Vec<String> = problems.iter().map(|p| format!("- {p}")).collect();
+    lines.join("\n")
+}
+
+/// A catalogue file that cannot be read or used.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read sidecar catalogue {}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("sidecar catalogue {} is not UTF-8 text", .path.display())]
+    NotUtf8 { path: PathBuf },
+    #[error("cannot use sidecar catalogue {}", .path.display())]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: CatalogueError,
+    },
+}
+
+pub type Result<T, E = CatalogueError> = std::result::Result<T, E>;
+
+/// One named template, checked and ready to inject.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    /// The name the `sidecar.flyte.org/inject` annotation selects it by.
+    pub name: String,
+    /// Free text for people; neither injected nor hashed.
+    pub description: Option<String>,
+    /// The containers, as written (parameters not yet filled).
+    pub containers: Vec<Value>,
+    /// The volumes the containers mount, as written.
+    pub volumes: Vec<Value>,
+    /// For a fronting template, the port its container listens on instead of the app.
+    pub fronts: Option<Fronts>,
+    /// 16 hex characters of SHA-256 over the canonical JSON of `{containers, volumes}` (and
+    /// `fronts` when the template fronts the app).
+    pub hash: String,
+    /// The container names, in order.
+    pub container_names: Vec<String>,
+    /// The volume names, in order.
+    pub volume_names: Vec<String>,
+    /// The containers ready to fill in and inject (parallel to `containers`).
+    pub(super) container_items: Vec<params::Item>,
+    /// The volumes ready to fill in and inject (parallel to `volumes`).
+    pub(super) volume_items: Vec<params::Item>,
+}
+
+impl Template {
+    /// Whether any string holds a `{{ .Param }}` placeholder.
+    pub fn parameterised(&self) -> bool {
+        self.container_items
+            .iter()
+            .chain(&self.volume_items)
+            .any(params::Item::parameterised)
+    }
+}
+
+/// A checked sidecar catalogue. The empty catalogue (the default) injects nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Catalogue {
+    templates: BTreeMap<String, Template>,
+    default: Vec<String>,
+    fingerprint: String,
+    /// Why the catalogue file could not be loaded at start-up, when it could not: admission
+    /// then fails closed for every KService that may get a sidecar.
+    unavailable: Option<String>,
+}
+
+impl Catalogue {
+    /// Parse and check a catalogue; every problem is listed, each with its path. An empty
+    /// document is the empty catalogue.
+    pub fn parse(text: &str) -> Result<Self> {
+        let doc: Value =
+            serde_saphyr::from_str_with_options(text, crate::manifest_text::yaml_options())
+                .map_err(|e| CatalogueError::Yaml(Box::new(e)))?;
+        let fingerprint = fingerprint_of(&doc);
+        let raw: RawCatalogue = match doc {
+            Value::Null => RawCatalogue::default(),
+            doc => serde_json::from_value(doc).map_err(CatalogueError::Shape)?,
+        };
+        let problems = checks::check(&raw.templates, &raw.default);
+        if !problems.is_empty() {
+            return Err(CatalogueError::Invalid(problems));
+        }
+        let templates = raw
+            .templates
+            .into_iter()
+            .map(|(name, t)| {
+                let fronts = t.fronts.as_ref().map(|f| Fronts {
+                    // Checked in range by `checks::check`.
+                    port: i32::try_from(f.port).unwrap_or_default(),
+                    container: f.container.clone().unwrap_or_else(|| {
+                        checks::name_of(t.containers.first().unwrap_or(&Value::Null))
+                            .unwrap_or_default()
+                            .to_string()
+                    }),
+                });
+                let mut template = build(&name, t.containers, t.volumes, fronts);
+                template.description = t.description;
+                (name, template)
+            })
+            .collect();
+        let mut default: Vec<String> = Vec::new();
+        for name in raw.default {
+            if !default.contains(&name) {
+                default.push(name);
+            }
+        }
+        Ok(Self {
+            templates,
+            default,
+            fingerprint,
+            unavailable: None,
+        })
+    }
+
+    /// The stand-in for a catalogue file that could not be loaded (`reason` says why): it
+    /// injects nothing and makes admission refuse every KService that does not opt out of
+    /// sidecars, since one of them may be an auth proxy that must not be left out.
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Self {
+            unavailable: Some(reason.into()),
+            ..Self::default()
         }
     }
-    let fronting: Vec<&str> = default
-        .iter()
-        .filter(|n| templates.get(*n).is_some_and(|t| t.fronts.is_some()))
-        .map(String::as_str)
-        .collect();
-    if fronting.len() > 1 {
-        out.push(problem(
-            "default",
-            format!(
-                "lists the fronting templates {}; only one sidecar can hold the app's serving \
-                 port, so at most one fronting template may be a default",
-                quoted(&fronting)
-            ),
-        ));
-    }
-    for (name, template) in templates {
-        check_template(name, template, &mut out);
-    }
-    unique_across(templates, &mut out);
-    out
-}
 
-fn quoted(names: &[&str]) -> String {
-    let names: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
-    names.join(" and ")
-}
-
-/// A fronting template's `fronts`: a port Knative lets the serving container declare, on one of
-/// the template's own containers.
-fn check_fronts(at: &str, template: &RawTemplate, out: &mut Vec<Problem>) {
-    let Some(fronts) = &template.fronts else {
-        return;
-    };
-    let port = fronts.port;
-    if !(1..=65535).contains(&port) {
-        out.push(problem(
-            format!("{at}.fronts.port"),
-            format!("{port} is not a port: use 1 to 65535"),
-        ));
-    } else if RESERVED_PORTS.iter().any(|r| i64::from(*r) == port) {
-        out.push(problem(
-            format!("{at}.fronts.port"),
-            format!("{port} is a port Knative reserves for its queue-proxy; use another"),
-        ));
+    /// Why the catalogue could not be loaded, if it could not.
+    pub fn unavailable_reason(&self) -> Option<&str> {
+        self.unavailable.as_deref()
     }
-    let names: Vec<&str> = template.containers.iter().filter_map(name_of).collect();
-    match (&fronts.container, names.as_slice()) {
-        (Some(c), _) if !names.contains(&c.as_str()) => out.push(problem(
-            format!("{at}.fronts.container"),
-            format!(
-                "names {c:?}, which is not a container of this template; name the container \
-                 that listens on fronts.port"
-            ),
-        )),
-        (None, [_, _, ..]) => out.push(problem(
-            format!("{at}.fronts.container"),
-            "is missing: the template has several containers, so say which one listens on \
-             fronts.port",
-        )),
-        _ => {}
+
+    /// SHA-256 (hex) of the canonical JSON of the parsed document: equal for catalogues that
+    /// differ only in comments, key order or formatting. A poller compares it to tell a change.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// The template called `name`.
+    pub fn get(&self, name: &str) -> Option<&Template> {
+        self.templates.get(name)
+    }
+
+    /// Every template name, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.templates.keys().map(String::as_str)
+    }
+
+    /// The templates every KService gets unless it opts out, in the catalogue's order.
+    pub fn default_names(&self) -> &[String] {
+        &self.default
+    }
+
+    /// Whether the catalogue holds no template.
+    pub fn is_empty(&self) -> bool {
+        self.templates.is_empty()
     }
 }
 
-fn problem(path: impl Into<String>, problem: impl Into<String>) -> Problem {
-    Problem {
-        path: path.into(),
-        problem: problem.into(),
-    }
-}
-
-fn check_template(name: &str, template: &RawTemplate, out: &mut Vec<Problem>) {
-    let at = format!("templates.{name}");
-    if let Some(p) = dns1123_problem(name) {
-        out.push(problem(&at, format!("the template name {name:?} {p}")));
-    }
-    if name == crate::keys::SIDECAR_INJECT_NONE {
-        out.push(problem(
-            &at,
-            "\"none\" is the opt-out value of the inject annotation; rename the template",
-        ));
-    }
-    if template.containers.is_empty() {
-        out.push(problem(
-            format!("{at}.containers"),
-            "is empty; a template injects at least one container",
-        ));
-    }
-    let volumes: Vec<(String, &Value)> = template
-        .volumes
+/// `values` (a template's containers or volumes) ready to inject, each named by its path.
+fn items(template: &str, list: &str, values: &[Value]) -> Vec<params::Item> {
+    values
         .iter()
         .enumerate()
-        .filter_map(|(i, v)| check_volume(&format!("{at}.volumes[{i}]"), v, out).map(|n| (n, v)))
-        .collect();
-    let mut mounted = Vec::new();
-    for (i, c) in template.containers.iter().enumerate() {
-        let path = format!("{at}.containers[{i}]");
-        check_container(
-            &path,
-            c,
-            &volumes,
-            &mut mounted,
-            template.fronts.is_some(),
-            out,
-        );
-    }
-    for (vname, _) in &volumes {
-        if !mounted.contains(vname) {
-            out.push(problem(
-                format!("{at}.volumes"),
-                format!(
-                    "volume {vname:?} is not mounted by any container of the template; \
-                     Knative refuses unmounted volumes"
-                ),
-            ));
-        }
-    }
-    duplicates(&at, "containers", &template.containers, out);
-    duplicates(&at, "volumes", &template.volumes, out);
-    check_fronts(&at, template, out);
-    let fronting = template.fronts.is_some();
-    for (field, items) in [
-        ("containers", &template.containers),
-        ("volumes", &template.volumes),
-    ] {
-        for (i, item) in items.iter().enumerate() {
-            placeholders(&format!("{at}.{field}[{i}]"), item, fronting, out);
-        }
-    }
+        .map(|(i, v)| params::Item::new(v, &format!("templates.{template}.{list}[{i}]")))
+        .collect()
 }
 
-/// Check one volume; its name when it is a usable volume.
-fn check_volume(path: &str, value: &Value, out: &mut Vec<Problem>) -> Option<String> {
-    let volume: Volume = match serde_json::from_value(value.clone()) {
-        Ok(v) => v,
-        Err(err) => {
-            out.push(problem(path, format!("is not a Kubernetes volume: {err}")));
-            return None;
-        }
+fn build(
+    name: &str,
+    containers: Vec<Value>,
+    volumes: Vec<Value>,
+    fronts: Option<Fronts>,
+) -> Template {
+    let name_of = |v: &Value| {
+        v.get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
     };
-    if let Some(p) = dns1123_problem(&volume.name) {
-        out.push(problem(
-            format!("{path}.name"),
-            format!("{:?} {p}", volume.name),
-        ));
+    let mut body = json!({"containers": containers, "volumes": volumes});
+    if let Some(f) = &fronts {
+        body["fronts"] = json!({"port": f.port, "container": f.container});
     }
-    Some(volume.name)
-}
-
-fn check_container(
-    path: &str,
-    value: &Value,
-    volumes: &[(String, &Value)],
-    mounted: &mut Vec<String>,
-    fronting: bool,
-    out: &mut Vec<Problem>,
-) {
-    let c: Container = match serde_json::from_value(value.clone()) {
-        Ok(c) => c,
-        Err(err) => {
-            out.push(problem(
-                path,
-                format!("is not a Kubernetes container: {err}"),
-            ));
-            return;
-        }
-    };
-    if let Some(p) = dns1123_problem(&c.name) {
-        out.push(problem(format!("{path}.name"), format!("{:?} {p}", c.name)));
-    }
-    if c.name == "queue-proxy" {
-        out.push(problem(
-            format!("{path}.name"),
-            "\"queue-proxy\" is reserved for Knative's own sidecar",
-        ));
-    }
-    if c.image.as_deref().is_none_or(str::is_empty) {
-        out.push(problem(format!("{path}.image"), "is missing"));
-    }
-    for (i, port) in c.ports.iter().flatten().enumerate() {
-        if RESERVED_PORTS.contains(&port.container_port) {
-            out.push(problem(
-                format!("{path}.ports[{i}]"),
-                format!("{} is a port Knative reserves", port.container_port),
-            ));
-        }
-    }
-    if c.ports.as_ref().is_some_and(|p| !p.is_empty()) {
-        out.push(problem(
-            format!("{path}.ports"),
-            match fronting {
-                false => {
-                    "sidecars declare no ports: Knative allows one port per revision, and it is \
-                     the user's (a template that must receive the requests says fronts: {port: N})"
-                }
-                true => {
-                    "a fronting template declares no ports: the webhook hands the revision's one \
-                     port over to it at admission, from fronts.port"
-                }
-            },
-        ));
-    }
-    let probes = [
-        ("livenessProbe", c.liveness_probe.is_some()),
-        ("readinessProbe", c.readiness_probe.is_some()),
-        ("startupProbe", c.startup_probe.is_some()),
-    ];
-    for (field, set) in probes {
-        if set {
-            out.push(problem(
-                format!("{path}.{field}"),
-                "sidecars have no probes (Knative's multi-container-probing is off by default)",
-            ));
-        }
-    }
-    for (i, env) in c.env.iter().flatten().enumerate() {
-        if RESERVED_ENV.contains(&env.name.as_str()) {
-            out.push(problem(
-                format!("{path}.env[{i}].name"),
-                format!("{:?} is reserved: Knative sets it", env.name),
-            ));
-        }
-    }
-    for field in DISALLOWED_FIELDS {
-        if value.get(field).is_some() {
-            out.push(problem(
-                format!("{path}.{field}"),
-                "Knative does not allow this field",
-            ));
-        }
-    }
-    check_mounts(path, &c, volumes, mounted, out);
-}
-
-/// Mounts name a volume of the template, avoid reserved paths, and are read-only unless the
-/// volume may be written.
-fn check_mounts(
-    path: &str,
-    c: &Container,
-    volumes: &[(String, &Value)],
-    mounted: &mut Vec<String>,
-    out: &mut Vec<Problem>,
-) {
-    for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
-        let at = format!("{path}.volumeMounts[{i}]");
-        if RESERVED_MOUNT_PATHS.contains(&m.mount_path.as_str()) {
-            out.push(problem(
-                format!("{at}.mountPath"),
-                format!("{:?} is reserved", m.mount_path),
-            ));
-        }
-        let Some((_, volume)) = volumes.iter().find(|(n, _)| *n == m.name) else {
-            out.push(problem(
-                format!("{at}.name"),
-                format!(
-                    "mounts {:?}, which is not a volume of this template",
-                    m.name
-                ),
-            ));
-            continue;
-        };
-        mounted.push(m.name.clone());
-        let writable = WRITABLE_SOURCES.iter().any(|s| volume.get(*s).is_some());
-        if !writable && m.read_only != Some(true) {
-            out.push(problem(
-                format!("{at}.readOnly"),
-                format!(
-                    "must be true: Knative allows writable mounts only of emptyDir, \
-                     persistentVolumeClaim and ephemeral volumes, and {:?} is none of them",
-                    m.name
-                ),
-            ));
-        }
+    Template {
+        name: name.to_string(),
+        description: None,
+        fronts,
+        hash: json_sha(&body),
+        container_names: containers.iter().map(name_of).collect(),
+        volume_names: volumes.iter().map(name_of).collect(),
+        container_items: items(name, "containers", &containers),
+        volume_items: items(name, "volumes", &volumes),
+        containers,
+        volumes,
     }
 }
 
-pub(super) fn name_of(v: &Value) -> Option<&str> {
-    v.get("name").and_then(Value::as_str)
+fn fingerprint_of(doc: &Value) -> String {
+    hex::encode(Sha256::digest(canonical_json(doc).as_bytes()))
 }
 
-fn duplicates(at: &str, field: &str, items: &[Value], out: &mut Vec<Problem>) {
-    let names: Vec<&str> = items.iter().filter_map(name_of).collect();
-    for (i, name) in names.iter().enumerate() {
-        if names[..i].contains(name) {
-            out.push(problem(
-                format!("{at}.{field}"),
-                format!("name {name:?} is used twice"),
-            ));
-        }
-    }
+/// SHA-256 (hex) of raw file bytes: lets a poller skip parsing when the bytes did not change.
+pub fn content_hash(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
 }
 
-/// Bad placeholders anywhere. (A placeholder in a container or volume name is refused by the
-/// DNS-1123 check: names must be known at load, for the uniqueness and clash checks.)
-/// `{{ .AppPort }}` is known only to a fronting template: only it moves the app's port.
-fn placeholders(at: &str, body: &Value, fronting: bool, out: &mut Vec<Problem>) {
-    walk(at, body, &mut |path, s| {
-        if let Some(p) = params::problem(s, fronting) {
-            out.push(problem(path, p));
-        }
-    });
-}
-
-fn walk(path: &str, value: &Value, f: &mut impl FnMut(&str, &str)) {
-    match value {
-        Value::String(s) => f(path, s),
-        Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                walk(&format!("{path}[{i}]"), v, f);
-            }
-        }
-        Value::Object(map) => {
-            for (k, v) in map {
-                walk(&format!("{path}.{k}"), v, f);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Templates can be combined on one KService, so names are unique across the catalogue.
-fn unique_across(templates: &BTreeMap<String, RawTemplate>, out: &mut Vec<Problem>) {
-    for (field, kind) in [("containers", "container"), ("volumes", "volume")] {
-        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
-        for (tname, t) in templates {
-            let items = match field {
-                "containers" => &t.containers,
-                _ => &t.volumes,
-            };
-            let mut own: Vec<&str> = items.iter().filter_map(name_of).collect();
-            own.dedup();
-            for name in own {
-                match seen.get(name) {
-                    Some(first) if first != tname => out.push(problem(
-                        format!("templates.{tname}.{field}"),
-                        format!(
-                            "{kind} name {name:?} is also used by template {first:?}; \
-                             templates can be combined, so names must be unique across the catalogue"
-                        ),
-                    )),
-                    _ => {
-                        seen.insert(name, tname);
-                    }
-                }
-            }
-        }
-    }
+/// Read and parse the catalogue file at `path` (the only I/O of this module).
+pub fn load(path: &Path) -> Result<Catalogue, LoadError> {
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 {
+        path: path.to_path_buf(),
+    })?;
+    Catalogue::parse(&text).map_err(|source| LoadError::Invalid {
+        path: path.to_path_buf(),
+        source,
+    })
 }

@@ -12,8 +12,8 @@ use super::Template;
 use super::handover::{
     Fronts, Handover, Knative, PORT_ENV, PROBES, ProbePort, declares_port, env_ports, restore_port,
 };
-use super::inject::Status;
 use super::kind::Kind;
+use super::record::Status;
 use crate::admission::ksvc;
 use crate::admission::violation::{Violation, violation};
 use crate::json::Node;

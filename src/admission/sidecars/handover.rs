@@ -157,15 +157,9 @@ pub(super) fn env_ports(container: &Node) -> Vec<(usize, String)> {
         .collect()
 }
 
-fn position(doc: &Node, name: &str) -> Option<usize> {
-    ksvc::containers(doc)
-        .iter()
-        .position(|c| ksvc::container_name(c) == name)
-}
-
 /// Hand the port over in the user's container as `h` says; edits only what is not so already.
 pub(super) fn apply(ed: &mut Editor, h: &Handover) {
-    let Some(index) = position(ed.doc(), &h.from) else {
+    let Some(index) = ksvc::position(ed.doc(), ksvc::CONTAINERS, &h.from) else {
         return;
     };
     let idx = index.to_string();
@@ -206,7 +200,7 @@ pub(super) fn apply(ed: &mut Editor, h: &Handover) {
 /// Give the port back to the user's container as `h` recorded it: `ports` as written (unless
 /// the user declared them again), no `PORT` of the webhook's, the probes' ports as written.
 pub(super) fn undo(ed: &mut Editor, h: &Handover) {
-    let Some(index) = position(ed.doc(), &h.from) else {
+    let Some(index) = ksvc::position(ed.doc(), ksvc::CONTAINERS, &h.from) else {
         return;
     };
     let idx = index.to_string();
@@ -273,6 +267,6 @@ fn edited_probes(
 /// declares a port, else the first).
 pub fn app_container(doc: &Node, handover: Option<&Handover>) -> Option<usize> {
     handover
-        .and_then(|h| position(doc, &h.from))
+        .and_then(|h| ksvc::position(doc, ksvc::CONTAINERS, &h.from))
         .or_else(|| ksvc::serving_container(ksvc::containers(doc)))
 }

@@ -11,72 +11,15 @@
 //! changed template's copy is removed and the new one appended after the user's containers. A fronting
 //! template's serving port is handed over (and back) by `handover.rs`, and recorded beside.
 
-use serde::{Deserialize, Serialize};
-
 use super::edited::{edited, put_back_if_edited};
 use super::handover::{self, Handover};
 use super::kind::Kind;
+use super::record::{Injected, Status};
 use super::{Params, Template};
 use crate::admission::ksvc;
 use crate::json::Node;
 use crate::json::edit::Editor;
 use crate::keys;
-
-/// One template as injected.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Injected {
-    /// The template's name in the catalogue.
-    pub name: String,
-    /// The template's hash when it was injected; a different hash means it changed since.
-    pub hash: String,
-    /// The names of the containers it added.
-    #[serde(default)]
-    pub containers: Vec<String>,
-    /// The names of the volumes it added.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volumes: Vec<String>,
-    /// For a template with placeholders, the digest of the values it was filled with.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub params: String,
-}
-
-impl Injected {
-    fn of(t: &Template, digest: &str) -> Self {
-        Self {
-            name: t.name.clone(),
-            hash: t.hash.clone(),
-            containers: t.container_names.clone(),
-            volumes: t.volume_names.clone(),
-            params: if t.parameterised() {
-                digest.to_string()
-            } else {
-                String::new()
-            },
-        }
-    }
-}
-
-/// The `sidecar.flyte.org/status` annotation: every template injected, in order, and the
-/// serving port's handover to a fronting template.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Status {
-    /// In injection order.
-    #[serde(default)]
-    pub templates: Vec<Injected>,
-    /// Which container holds the serving port, and the user's port as written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handover: Option<Handover>,
-}
-
-impl Status {
-    /// The record on `doc`: empty when absent, `Err` when it cannot be read.
-    pub fn read(doc: &Node) -> Result<Self, serde_json::Error> {
-        match ksvc::entry(doc, ksvc::ANNOTATIONS, keys::ANNOTATION_SIDECAR_STATUS) {
-            Some(text) => serde_json::from_str(text),
-            None => Ok(Self::default()),
-        }
-    }
-}
 
 /// What [`converge`] will do: the templates selected for a KService and what it carries now.
 #[derive(Debug, Clone, Default)]
@@ -87,25 +30,6 @@ pub struct Plan<'c> {
     pub previous: Status,
     /// The serving port's handover to the selected fronting template, if one is selected.
     pub handover: Option<Handover>,
-}
-
-/// What [`Kind`] reads of a status record (the rest of it lives in `kind.rs`).
-impl Kind {
-    /// The names a status record lists.
-    fn of_record(self, r: &Injected) -> &[String] {
-        match self {
-            Kind::Container => &r.containers,
-            Kind::Volume => &r.volumes,
-        }
-    }
-
-    /// Whether `status` lists `name`: then the item is the webhook's, not the user's.
-    pub(super) fn listed(self, status: &Status, name: &str) -> bool {
-        status
-            .templates
-            .iter()
-            .any(|r| self.of_record(r).iter().any(|n| n == name))
-    }
 }
 
 /// Converge `ed`'s object on `plan`: drop stale or deselected injected copies, append missing
@@ -249,7 +173,7 @@ fn add_or_put_back<'t>(
         {
             container.insert("ports", h.serving_ports());
         }
-        match position(ed.doc(), kind.path(), name) {
+        match ksvc::position(ed.doc(), kind.path(), name) {
             None => ed.push(kind.path(), filled),
             Some(at) if kept && put_back_if_edited(ed, kind, at, filled) => {
                 put_back.push(name.as_str());
@@ -258,13 +182,6 @@ fn add_or_put_back<'t>(
         }
     }
     put_back
-}
-
-fn position(doc: &Node, path: &[&str], name: &str) -> Option<usize> {
-    ksvc::get(doc, path)
-        .and_then(Node::as_array)?
-        .iter()
-        .position(|v| v.get("name").and_then(Node::as_str) == Some(name))
 }
 
 /// Remove every item of the list at `path` named in `names`; whether any was removed.

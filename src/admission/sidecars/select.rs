@@ -12,8 +12,9 @@ use crate::json::Node;
 
 use super::fronting;
 use super::handover::{Handover, Knative};
-use super::inject::{Plan, Status};
+use super::inject::Plan;
 use super::kind::Kind;
+use super::record::Status;
 use super::{Catalogue, Template};
 use crate::admission::ksvc;
 use crate::admission::violation::{Violation, violation};

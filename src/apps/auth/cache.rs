@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::apps::access::{Access, Attributes, Identity, TokenHash, User};
+use crate::apps::auth::access::{Access, Attributes, Identity, TokenHash, User};
 
 /// A cache key: a SHA-256 digest, 32 bytes whatever it stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::apps::access::Verb;
+use crate::apps::auth::access::Verb;
 
 impl Weigh for bool {
     fn heap_bytes(&self) -> usize {

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -15,6 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 
 use super::cache::{CacheKey, TtlCache, Weigh};
 use super::refusal::Refusal;
+use crate::locks::lock;
 
 /// An answer, or why the API server could not give one (never cached).
 pub type Answer<V> = Result<V, String>;
@@ -24,10 +25,6 @@ pub(super) struct Flight<V> {
     cache: Mutex<TtlCache<CacheKey, V>>,
     pending: Mutex<HashMap<CacheKey, Shared<BoxFuture<'static, Answer<V>>>>>,
     bytes: Gauge,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn now() -> Instant {

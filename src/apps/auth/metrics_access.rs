@@ -12,10 +12,10 @@ use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::metrics::StatusMetrics;
 use super::reviewer::{ClientSource, Reviewer, Settings};
-use crate::apps::access::Attributes;
 use crate::apps::args::StatusApiArgs;
+use crate::apps::auth::access::Attributes;
+use crate::apps::metrics::StatusMetrics;
 use crate::cluster::client::ClientArgs;
 
 /// The `/metrics` guard.

@@ -11,7 +11,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::apps::access::Attributes;
+use crate::apps::auth::access::Attributes;
 
 /// Seconds a client is told to wait after a 503 (the API server could not be asked, or too
 /// many reviews are in flight) or a 429 of the stream limits.

@@ -14,13 +14,13 @@
 //! So a few pods that send garbage tokens spend their addresses' shares, and a new legitimate
 //! token from elsewhere, and every known caller, still gets its review.
 //!
-//! A thin shell: every decision is the API server's or [`crate::apps::access`]'s; the calls are
-//! [`super::reviews`]'s. Tokens are never logged, and never kept beyond the request (or the
+//! A thin shell: every decision is the API server's or [`crate::apps::auth::access`]'s; the calls are
+//! [`super::api`]'s. Tokens are never logged, and never kept beyond the request (or the
 //! watch stream) that carries them.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -28,16 +28,16 @@ use futures::StreamExt;
 use kube::Client;
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 
+use super::api::{self, Call};
 use super::cache::CacheKey;
-use super::caller::Caller;
 use super::flight::Flight;
 use super::limits::{Buckets, InFlight, Rate, TokenBucket};
-use super::metrics::StatusMetrics;
 use super::refusal::{Budget, Refusal};
-use super::reviews::{self, Call};
-use crate::apps::access::{self, Access, Attributes, Identity, TokenHash};
 use crate::apps::args::StatusApiArgs;
+use crate::apps::auth::access::{self, Access, Attributes, Identity, TokenHash, User};
+use crate::apps::metrics::StatusMetrics;
 use crate::cluster::client::{self, ClientArgs};
+use crate::locks::lock;
 use crate::server::trace::REFUSED_TARGET;
 
 /// Most callers with a review bucket of their own (beyond, they share one).
@@ -50,6 +50,24 @@ const MAX_ADDRESS_BUCKETS: usize = 4096;
 /// in flight: it takes eight pods together to spend the whole budget, and the threat this
 /// guards against is "any four pods".
 pub const ADDRESS_SHARE: u32 = 8;
+
+/// An authenticated caller: who the TokenReview said it is, and the token itself, kept only for
+/// as long as the request (or the watch stream) that carries it, so an open stream can re-check it.
+#[derive(Clone)]
+pub struct Caller {
+    token: Arc<str>,
+    /// Who the TokenReview said the caller is.
+    pub user: User,
+}
+
+impl std::fmt::Debug for Caller {
+    /// The user only: the token is never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field("user", &self.user.username)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Where the reviewer gets its client: one given (tests), or connected on first use.
 pub enum ClientSource {
@@ -126,10 +144,6 @@ impl Default for Settings {
             max_in_flight: 16,
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn now() -> Instant {
@@ -371,7 +385,7 @@ impl Reviewer {
         let call = self.call().await?;
         let review = {
             let (token, audiences) = (token.to_string(), self.settings.audiences.clone());
-            move || reviews::token_review(call, token, audiences)
+            move || api::token_review(call, token, audiences)
         };
         // A token last known as a user's spends from that user's budget: a flood of new
         // tokens cannot stop the re-checks of known callers.
@@ -415,7 +429,7 @@ impl Reviewer {
         paid: &AtomicBool,
     ) -> Result<Access, Refusal> {
         let call = self.call().await?;
-        let review = reviews::review_of(&caller.user, needs);
+        let review = api::review_of(&caller.user, needs);
         let admit = |_| {
             let spend = match paid.load(Ordering::Relaxed) {
                 false => Spend::Caller(&caller.user.username),
@@ -428,7 +442,7 @@ impl Reviewer {
             permit
         };
         let key = CacheKey::access(&caller.user, needs);
-        let fetch = move || reviews::access_review(call, review);
+        let fetch = move || api::access_review(call, review);
         self.access.get_or_fetch(key, admit, fetch).await
     }
 

@@ -158,7 +158,7 @@ pub fn webhook_config(
             let bundle = base64::engine::general_purpose::STANDARD
                 .decode(bundle)
                 .unwrap_or_default();
-            verify(&bundle, &cert, &host, now).is_err()
+            pki::verify(&bundle, &cert, &host, now).is_err()
         })
         .map(|hook| hook["name"].as_str().unwrap_or("?").to_owned())
         .collect();
@@ -200,37 +200,6 @@ fn secret_cert(secret: &Fetched<Value>) -> Option<String> {
         .decode(encoded)
         .ok()?;
     String::from_utf8(bytes).ok()
-}
-
-/// Whether a client trusting the PEM `bundle` accepts `cert_pem` for `host` at `now`.
-pub fn verify(
-    bundle: &[u8],
-    cert_pem: &str,
-    host: &str,
-    now: OffsetDateTime,
-) -> Result<(), String> {
-    use rustls::client::danger::ServerCertVerifier;
-    use rustls::pki_types::{ServerName, UnixTime};
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in rustls_pemfile::certs(&mut &bundle[..]).flatten() {
-        roots.add(ca).map_err(|e| e.to_string())?;
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let verifier =
-        rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider)
-            .build()
-            .map_err(|e| e.to_string())?;
-    let leaf = rustls_pemfile::certs(&mut cert_pem.as_bytes())
-        .next()
-        .ok_or("no certificate")?
-        .map_err(|e| e.to_string())?;
-    let name = ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
-    let secs = u64::try_from(now.unix_timestamp()).unwrap_or_default();
-    let at = UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs));
-    verifier
-        .verify_server_cert(&leaf, &[], &name, &[], at)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
 }
 
 /// The serving certificate exists and has not expired.

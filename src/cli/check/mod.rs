@@ -51,7 +51,7 @@ pub const SERVER_CALLS: &[&[ApiCall]] = &[
     certmgr::API_CALLS,
     crate::cluster::election::API_CALLS,
     watch::API_CALLS,
-    apps::auth::reviews::API_CALLS,
+    apps::auth::api::API_CALLS,
 ];
 
 /// Run `check`; fails (exit 1) when a check fails.

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{ControlPlane, MUTATING, PLANE, SYSTEM_NS, eventually, run, tail};
+use super::{ControlPlane, MUTATING, PLANE, SYSTEM_NS, run, tail};
 use crate::cli::{bin, repo_root};
+use crate::poll;
 
 /// One `ksvc-webhook serve` process on the control plane's webhook port, under the webhook's
 /// ServiceAccount token, with self-managed certificates. Stopped (SIGTERM) when dropped; when the
@@ -29,9 +30,9 @@ impl Webhook {
         plane.point_webhooks_at(plane.webhook_port);
         let webhook = Self::spawn(plane, identity, plane.webhook_port, extra);
         webhook.wait_ready(plane.webhook_port);
-        eventually(
+        poll::blocking(
             "the CA bundle is in the mutating webhook configuration",
-            60,
+            Duration::from_secs(60),
             || {
                 let config = plane.get_json(&["mutatingwebhookconfiguration", MUTATING]);
                 config["webhooks"][0]["clientConfig"]["caBundle"]
@@ -45,9 +46,9 @@ impl Webhook {
             true => "Ignore",
             false => "Fail",
         };
-        eventually(
+        poll::blocking(
             &format!("the webhook's failurePolicy is {want}"),
-            60,
+            Duration::from_secs(60),
             || {
                 let config = plane.get_json(&["mutatingwebhookconfiguration", MUTATING]);
                 (config["webhooks"][0]["failurePolicy"] == want).then_some(())
@@ -101,11 +102,15 @@ impl Webhook {
     /// verified here; kube-apiserver verifies it on every call the tests make).
     pub fn wait_ready(&self, port: u16) {
         let url = format!("https://127.0.0.1:{port}/readyz");
-        eventually(&format!("{url} answers 200"), 60, || {
-            let mut command = Command::new("curl");
-            command.args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", &url]);
-            (run(command, b"").stdout == "200").then_some(())
-        });
+        poll::blocking(
+            &format!("{url} answers 200"),
+            Duration::from_secs(60),
+            || {
+                let mut command = Command::new("curl");
+                command.args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", &url]);
+                (run(command, b"").stdout == "200").then_some(())
+            },
+        );
     }
 
     /// Everything the process has logged so far.

@@ -3,7 +3,7 @@
 //! caller is (and the namespace of a ServiceAccount caller), and the namespace filter of a
 //! cluster-wide listing.
 //!
-//! Owns no I/O: no clock, no API calls (the `auth` module makes them), no HTTP types. Never
+//! Owns no I/O: no clock, no API calls (`api.rs` and `reviewer.rs` beside it make them), no HTTP types. Never
 //! decides anything the API server did not answer.
 
 use std::collections::{BTreeMap, BTreeSet};

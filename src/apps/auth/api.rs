@@ -15,9 +15,9 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 
 use super::flight::Answer;
-use super::metrics::StatusMetrics;
 use crate::admission::naming::floor_char_boundary;
-use crate::apps::access::{Access, Attributes, GROUP, Identity, RESOURCE, User};
+use crate::apps::auth::access::{Access, Attributes, GROUP, Identity, RESOURCE, User};
+use crate::apps::metrics::StatusMetrics;
 use crate::cluster::rbac::ApiCall;
 use crate::report::error_chain;
 

@@ -1,4 +1,4 @@
-//! The write queue (`watch::inflight`) against the in-test API: one job per app at a time, at most
+//! The write queue (`watch::write_queue`) against the in-test API: one job per app at a time, at most
 //! `limit` jobs at once, leadership read before every write, Events seen meanwhile kept, and an
 //! app that flaps is one Event with a growing series, not a flood.
 // Test helpers outside #[test] fns panic on a failed setup step, as the tests would.
@@ -10,11 +10,11 @@ use std::time::Duration;
 use axum::http::Method;
 use ksvc_webhook::cluster::call::Backoff;
 use ksvc_webhook::watch::hub::{AppKey, AppRecord};
-use ksvc_webhook::watch::inflight::Writes;
 use ksvc_webhook::watch::metrics::Metrics;
 use ksvc_webhook::watch::plan::Action;
 use ksvc_webhook::watch::status::{AppStatus, Phase};
 use ksvc_webhook::watch::view::KService;
+use ksvc_webhook::watch::write_queue::Writes;
 use ksvc_webhook::watch::writes::{Job, Transition, Writer};
 use support::{FakeApi, ksvc, poll, revision};
 use tokio::sync::watch;
