@@ -15,6 +15,7 @@ pub mod drift;
 pub mod edit;
 pub mod hub;
 pub mod inflight;
+pub mod listing;
 mod loop_state;
 pub mod metrics;
 pub mod owners;
