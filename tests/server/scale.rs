@@ -1,14 +1,15 @@
 //! The cost of a big cluster, measured on the real binary: `serve` as the Deployment runs it
 //! (one worker, mimalloc committing on demand) against the fake API server holding N realistic
 //! apps (a KService of about 6.9 KB as kubectl and the platform write it, two Revisions of about
-//! 4.7 KB; `support::realistic`), listed in pages of 500 as kube-apiserver serves them.
+//! 4.7 KB; `support::realistic`), listed by streaming as kube-apiserver 1.34 and later serves
+//! them, or (`KSVC_SCALE_PAGED=1`) in pages of 500 by a server that refuses streaming lists.
 //!
 //! Measures the resident memory per app at rest and at the peak of a forced re-list (the watch
 //! cut and its resourceVersion compacted away: 410, list again), the CPU of the re-list against
 //! the first list's, and admission's slowest answer meanwhile; prints them (the numbers of
 //! docs/performance.md). Asserts only memory, with room: the cache's cost per app, and a
 //! re-list holding one copy of it, not two. `KSVC_SCALE_APPS` sets N (20,000 by default; 50,000
-//! by hand).
+//! by hand). Also prints the requests the replica made to list, at start and after the 410.
 
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -53,8 +54,9 @@ struct Measured {
     first_cpu: f64,
     relist_cpu: f64,
     slowest_review: Duration,
-    /// List requests (pages) of Services and Revisions, the first list and the re-list together.
-    lists: usize,
+    /// What the replica asked of the API server to list everything, and then to list again.
+    first: Asked,
+    relist: Asked,
 }
 
 /// How long a list of every app may take on a loaded 2-core machine: a liveness bound only.
@@ -74,19 +76,37 @@ async fn line_after(lines: &Lines, after: Instant, needle: &str) {
     poll::until_async(&format!("serve says {needle:?}"), BIG_LIST, seen).await;
 }
 
-/// The instant the fake answered the last page of the `nth` complete list of `resource`.
-fn listed(fake: &FakeApi, resource: &str, pages: usize, nth: usize) -> Option<Instant> {
-    let lists: Vec<_> = fake
-        .requests_to(Method::GET, resource)
-        .into_iter()
-        .filter(|r| r.name.is_none() && !r.query.contains_key("watch"))
-        .collect();
-    lists.get(nth * pages - 1).map(|r| r.at)
+/// The requests one replica made of the API server to list (streaming lists and pages) and
+/// to watch, of Services, Revisions and namespaces.
+#[derive(Debug, Clone, Copy, Default)]
+struct Asked {
+    streaming: usize,
+    pages: usize,
+    watches: usize,
+}
+
+fn asked(fake: &FakeApi) -> Asked {
+    let mut asked = Asked::default();
+    for r in fake.requests() {
+        if r.method != Method::GET || r.name.is_some() {
+            continue;
+        }
+        match (r.query.get("watch"), r.query.get("sendInitialEvents")) {
+            (Some(_), Some(_)) => asked.streaming += 1,
+            (Some(_), None) => asked.watches += 1,
+            (None, _) => asked.pages += 1,
+        }
+    }
+    asked
 }
 
 /// Seed `n` apps, start `serve`, wait for its sync, force a re-list and measure.
-async fn run(n: usize) -> Measured {
+async fn run(n: usize, paged: bool) -> Measured {
     let fake = FakeApi::start().await;
+    fake.page_lists(true);
+    if paged {
+        fake.refuse_streaming_lists();
+    }
     let make_ksvc = Arc::new(realistic::kservice);
     fake.generate(
         "services",
@@ -141,6 +161,7 @@ async fn run(n: usize) -> Measured {
     let start = Instant::now();
     line_after(&lines, start, "app cache synced").await;
     let first_cpu = cpu_secs(pid);
+    let first = asked(&fake);
     let rest_kib = status_kib(pid, "VmRSS:");
 
     // Admission answers meanwhile: one review every 50 ms, the slowest kept.
@@ -171,34 +192,25 @@ async fn run(n: usize) -> Measured {
     fake.put("namespaces", namespace("moved-on"));
     fake.compact();
     fake.disconnect_watches();
-    let pages = |count: usize| count.div_ceil(500).max(1);
-    let both = || async {
-        listed(&fake, "services", pages(n), 2).is_some()
-            && listed(&fake, "revisions", pages(2 * n), 2).is_some()
-    };
-    poll::until_async("serve lists again", BIG_LIST, both).await;
-    let last = listed(&fake, "services", pages(n), 2)
-        .max(listed(&fake, "revisions", pages(2 * n), 2))
-        .unwrap();
-    line_after(&lines, last.max(forced), "app cache listed again").await;
+    line_after(&lines, forced, "app cache listed again").await;
     let relist_cpu = cpu_secs(pid) - before;
     let relist_peak_kib = status_kib(pid, "VmHWM:");
     probing.abort();
     let slowest_review = *slowest.lock().unwrap();
-    let lists_of = |resource: &str| {
-        fake.requests_to(Method::GET, resource)
-            .into_iter()
-            .filter(|r| r.name.is_none() && !r.query.contains_key("watch"))
-            .count()
+    let all = asked(&fake);
+    let relist = Asked {
+        streaming: all.streaming - first.streaming,
+        pages: all.pages - first.pages,
+        watches: all.watches - first.watches,
     };
-    let all_lists = lists_of("services") + lists_of("revisions");
     Measured {
         rest_kib,
         relist_peak_kib,
         first_cpu,
         relist_cpu,
         slowest_review,
-        lists: all_lists,
+        first,
+        relist,
     }
 }
 
@@ -208,8 +220,10 @@ async fn a_big_cluster_costs_a_few_kib_per_app_and_a_relist_holds_one_copy() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(20_000);
-    let empty = run(0).await;
-    let full = run(n).await;
+    // `KSVC_SCALE_PAGED=1`: a server that refuses streaming lists, listed in pages of 500.
+    let paged = std::env::var_os("KSVC_SCALE_PAGED").is_some();
+    let empty = run(0, paged).await;
+    let full = run(n, paged).await;
     let per_app = |kib: u64| (kib.saturating_sub(empty.rest_kib)) as f64 * KIB / n as f64;
     let rest = per_app(full.rest_kib);
     // What one list of everything reads from the API server.
@@ -224,8 +238,7 @@ async fn a_big_cluster_costs_a_few_kib_per_app_and_a_relist_holds_one_copy() {
     eprintln!(
         "scale: {n} apps: RSS {} MiB at rest ({} MiB with none), {rest:.0} B/app; re-list peak {} MiB, \
          {peak:.0} B/app ({:.2}x); CPU first list {:.2} s (with start), re-list {:.2} s; slowest review {:?} \
-         (none: {:?}); API server: {} list requests (pages) for the first list and the re-list together, {} MB \
-         of objects in each",
+         (none: {:?}); API server (paged: {paged}): first list {:?}, re-list {:?}, {} MB of objects in each",
         full.rest_kib >> 10,
         empty.rest_kib >> 10,
         full.relist_peak_kib >> 10,
@@ -234,7 +247,8 @@ async fn a_big_cluster_costs_a_few_kib_per_app_and_a_relist_holds_one_copy() {
         full.relist_cpu,
         full.slowest_review,
         empty.slowest_review,
-        full.lists,
+        full.first,
+        full.relist,
         list_bytes / 1_000_000,
     );
     // Measured 13.6 KiB at 20,000 (docs/performance.md); the bound keeps a sixth for noise.
