@@ -1,6 +1,6 @@
 //! Admission readiness is admission's: the real binary, with a watch loop whose API server (the
-//! fake, through its fault injection) never answers or refuses every list (a streaming list is a watch request), is ready and answers
-//! reviews, while `/apps` answers 503.
+//! fake, through its fault injection) never answers or refuses every list (a streaming list is a
+//! watch request), is ready and answers reviews, while `/apps` answers 503.
 
 use axum::http::Method;
 use hyper::StatusCode;
