@@ -1,18 +1,34 @@
 //! Watch-loop benchmarks: status fan-out to 1,000 `/apps/watch` subscribers, and the read half of
 //! a reconcile (status + plan + hub update) for 10,000 KServices from the cache, on objects as a
 //! real cluster holds them (`support::realistic`). Prints resident memory (VmRSS) before and
-//! after building each fixture, and per app.
+//! after building each fixture, and per app; and, counted by the allocator, the bytes each part
+//! of the cache holds per app (views, stored text, Revisions, stores, status records, drift).
 #![allow(clippy::unwrap_used)]
 
+use std::alloc::System;
 use std::hint::black_box;
+use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use ksvc_webhook::admission::Policy;
 use ksvc_webhook::watch::cache::Cache;
+use ksvc_webhook::watch::drift::DriftIndex;
 use ksvc_webhook::watch::hub::{DEFAULT_SUBSCRIBER_BUFFER, Filter, Hub};
 use ksvc_webhook::watch::status::{AppStatus, Phase};
 use ksvc_webhook::watch::view::{KService, Revision};
 use serde_json::{Value, json};
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 use support::realistic;
+
+// Counts the bytes live at any moment (the system allocator underneath).
+#[global_allocator]
+static ALLOC: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn live() -> usize {
+    let stats = ALLOC.stats();
+    // A reallocation is counted in both of these already.
+    stats.bytes_allocated - stats.bytes_deallocated
+}
 
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -136,5 +152,52 @@ fn reconcile_planning(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, fanout, reconcile_planning);
+/// Where a cached app's bytes go: each part built in turn from `n` realistic apps, the live heap
+/// counted before and after (sizes as asked of the allocator, before its rounding).
+fn cache_bytes(_: &mut Criterion) {
+    let n = 10_000;
+    let per_app = |before: usize| (live() - before) / n;
+    let start = live();
+    let at = live();
+    let services: Vec<KService> = (0..n)
+        .map(|i| serde_json::from_str(&realistic::kservice(i)).unwrap())
+        .collect();
+    let views = per_app(at);
+    let text: usize = services
+        .iter()
+        .map(|k| k.stored.text().len())
+        .sum::<usize>()
+        / n;
+    let at = live();
+    let revisions: Vec<Revision> = (0..2 * n)
+        .map(|j| serde_json::from_str(&realistic::revision(j / 2, j % 2 + 1)).unwrap())
+        .collect();
+    let revs = per_app(at);
+    let at = live();
+    let cache = Cache::from_objects(services, revisions);
+    let stores = per_app(at);
+    let at = live();
+    let hub = Hub::new();
+    let keys: Vec<_> = cache.keys().into_iter().collect();
+    for key in &keys {
+        hub.upsert(cache.evaluate(key, "2026-11-30T00:00:00Z").unwrap().record);
+    }
+    let records = per_app(at);
+    let at = live();
+    let mut drift = DriftIndex::new(Arc::new(Policy::default()));
+    for key in &keys {
+        drift.update(key, cache.service(key).as_deref());
+    }
+    let drifts = per_app(at);
+    eprintln!(
+        "cache bytes per app ({n} realistic apps, live heap): Service view {} B (of which stored text {text} B), \
+         two Revisions {revs} B, stores and revision index {stores} B, status record {records} B, \
+         drift {drifts} B; in all {} B",
+        views,
+        per_app(start) - keys.len() * std::mem::size_of::<ksvc_webhook::watch::hub::AppKey>() / n,
+    );
+    black_box((cache, hub, drift, keys));
+}
+
+criterion_group!(benches, cache_bytes, fanout, reconcile_planning);
 criterion_main!(benches);

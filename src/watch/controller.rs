@@ -1,5 +1,6 @@
 //! The controller shell: kube-runtime watchers of Services, Revisions and namespaces, the stores
-//! they fill ([`super::store`]), and a level-triggered reconcile of every app they touch.
+//! they fill ([`super::store`]), and a level-triggered reconcile of every app they touch. The
+//! watchers list by streaming, or in pages where the API server refuses that ([`super::listing`]).
 //!
 //! Every replica keeps the stores, the status hub and the drift report current (the drift report
 //! also follows the namespaces' opt-out label and the admission policy, checked every second for
@@ -30,6 +31,7 @@ use tokio::time::Instant;
 use super::cache::{Cache, Evaluation};
 use super::drift::DriftIndex;
 use super::hub::{AppKey, Change, Hub};
+use super::listing::Listing;
 use super::loop_state::LoopState;
 use super::metrics::Metrics;
 use super::owners::ServiceStore;
@@ -103,16 +105,16 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
         None => cfg.clone(),
     };
     let ns_api = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
-    let mut ns_events = pin!(watcher(ns_api, ns_cfg).default_backoff());
+    let mut ns_events = pin!(Listing::new(ns_api, ns_cfg, "namespaces").default_backoff());
     let svc_api = scoped::<KService>(client.clone(), ns);
     let rev_api = scoped::<Revision>(client.clone(), ns);
     let mut svc_events = pin!(store::reflect(
         svc_writer,
-        watcher(svc_api, cfg.clone()).default_backoff()
+        Listing::new(svc_api, cfg.clone(), "services").default_backoff()
     ));
     let mut rev_events = pin!(store::reflect(
         rev_writer,
-        watcher(rev_api, cfg).default_backoff()
+        Listing::new(rev_api, cfg, "revisions").default_backoff()
     ));
     let writer = Writer::new(
         client,

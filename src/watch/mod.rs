@@ -17,6 +17,7 @@ pub mod controller;
 pub mod drift;
 pub mod edit;
 pub mod hub;
+pub mod listing;
 mod loop_state;
 pub mod metrics;
 pub mod owners;

@@ -184,7 +184,7 @@ fn replicas_come_from_the_latest_ready_revision() {
 fn revisions_of_other_services_are_ignored() {
     let k = ksvc(stopped(), 2, 2, vec![], &["app-00002"]);
     let mut other = rev("other-00001", 3, vec![]);
-    other.metadata.labels = Some([("serving.knative.dev/service".into(), "other".into())].into());
+    other.owner = Some("other".into());
     assert_eq!(status_for(&k, &[other], NOW).phase, Phase::Stopped);
 }
 

@@ -4,7 +4,6 @@
 //! ([`Kept`], which reads past the others without storing them). Must never do I/O.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -71,8 +70,8 @@ impl<K> Default for Kept<K> {
 }
 
 impl<K: OneKey> Kept<K> {
-    pub(super) fn into_map(self) -> Option<BTreeMap<String, String>> {
-        self.value.map(|v| BTreeMap::from([(K::KEY.to_owned(), v)]))
+    pub(super) fn into_value(self) -> Option<String> {
+        self.value
     }
 }
 

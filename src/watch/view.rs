@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 
 use super::trim;
 use crate::admission::ksvc;
-use crate::keys;
 
 /// The API group of Knative Serving.
 pub const GROUP: &str = "serving.knative.dev";
@@ -167,11 +166,18 @@ pub struct RevisionStatus {
 }
 
 /// A Knative `Revision` (`serving.knative.dev/v1`), as cached: name, namespace, uid,
-/// resourceVersion (the preconditions of its delete), its owner label and `no-gc` annotation,
-/// and its status. Everything else is skipped while decoding, never held.
+/// resourceVersion (the preconditions of its delete), its owner label and `no-gc` annotation
+/// (as fields, not as maps: a map of one entry costs a whole B-tree node, about 550 bytes), and
+/// its status. Everything else is skipped while decoding, never held.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Revision {
     pub metadata: ObjectMeta,
+    /// The owning Service's name (label `serving.knative.dev/service`).
+    #[serde(skip)]
+    pub owner: Option<String>,
+    /// Annotated `serving.knative.dev/no-gc: "true"`.
+    #[serde(skip)]
+    pub no_gc: bool,
     pub status: RevisionStatus,
 }
 
@@ -205,10 +211,10 @@ impl<'de> Deserialize<'de> for Revision {
                 namespace: m.namespace,
                 uid: m.uid,
                 resource_version: m.resource_version,
-                labels: m.labels.into_map(),
-                annotations: m.annotations.into_map(),
                 ..ObjectMeta::default()
             },
+            owner: m.labels.into_value(),
+            no_gc: m.annotations.into_value().as_deref() == Some("true"),
             status,
         })
     }
@@ -291,11 +297,11 @@ impl Revision {
     }
     /// The owning Service's name (label `serving.knative.dev/service`).
     pub fn service(&self) -> Option<&str> {
-        label(&self.metadata, keys::LABEL_KNATIVE_SERVICE)
+        self.owner.as_deref()
     }
     /// Annotated `serving.knative.dev/no-gc: "true"`.
     pub fn is_no_gc(&self) -> bool {
-        annotation(&self.metadata, keys::ANNOTATION_NO_GC) == Some("true")
+        self.no_gc
     }
     /// Still holds (or is about to hold) pods: replicas above zero, or `Active=True`.
     pub fn has_pods(&self) -> bool {

@@ -1,6 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::keys;
 
 /// A KService as kubectl and the platform write it, grown to etcd's 1.5 MB limit by its
 /// `managedFields` and last-applied annotation.
@@ -96,8 +97,6 @@ fn a_revision_keeps_only_what_the_loop_reads() {
         namespace: Some("team".into()),
         uid: Some("u-3".into()),
         resource_version: Some("7".into()),
-        labels: Some([(keys::LABEL_KNATIVE_SERVICE.into(), "big".into())].into()),
-        annotations: Some([(keys::ANNOTATION_NO_GC.into(), "true".into())].into()),
         ..ObjectMeta::default()
     };
     assert_eq!(revision.metadata, want);

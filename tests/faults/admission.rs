@@ -16,9 +16,10 @@ use support::watched::{client_args, election, watch_args};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
     let fake = FakeApi::start().await;
-    // Three failures each: 0.8 s, 1.6 s and 3.2 s of backoff (and as much again of jitter).
+    // Three failures each: 0.8 s, 1.6 s and 3.2 s of backoff (and as much again of jitter). The
+    // lists are streamed, so they are the first watch requests.
     for resource in ["services", "revisions"] {
-        fake.inject("list", resource, None, Fault::Status(500), 3);
+        fake.inject("watch", resource, None, Fault::Status(500), 3);
     }
     let dir = tempfile::tempdir().unwrap();
     let client = client_args(fake.kubeconfig(dir.path()), Duration::from_secs(3));

@@ -6,6 +6,9 @@
 //! timeout (production: 90 s; 3 s here). A failed write is retried by the loop's own backoff
 //! (`Backoff::default()`: 100 ms doubling to 5 s); a conflict re-reads at once and retries with
 //! the same backoff. An Event is best effort: a failed one is logged and not retried.
+//!
+//! The loop lists by streaming (a watch with `sendInitialEvents`); the `list` rows run against a
+//! server that refuses that, so their faults meet the paged lists the loop then falls back to.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -307,6 +310,9 @@ async fn row(verb: &'static str, resource: &'static str, fault: Fault) -> Outcom
     let fake = FakeApi::start().await;
     let logs = Logs::default();
     row.seed(&fake);
+    if verb == "list" {
+        fake.refuse_streaming_lists();
+    }
     fake.inject(verb, resource, None, fault, row.times);
     // Only a list or watch waits for the read timeout; a write's own API timeout ends first.
     let read_timeout = (fault == Fault::Hang && !row.writes()).then_some(READ_TIMEOUT);
@@ -354,4 +360,138 @@ async fn the_watch_loop_recovers_from_every_fault_of_every_call() {
     let outcomes = join_all(rows.map(tokio::spawn)).await;
     let outcomes: Vec<_> = outcomes.into_iter().map(Result::unwrap).collect();
     report("watch loop", &outcomes);
+}
+
+/// Requests to `resource` that start a streaming list, and plain lists (pages).
+fn listings(fake: &FakeApi, resource: &str) -> (usize, Vec<String>) {
+    let requests = fake.requests();
+    let of = || requests.iter().filter(|r| r.resource == resource);
+    let streaming = of()
+        .filter(|r| {
+            r.query
+                .get("sendInitialEvents")
+                .is_some_and(|s| s == "true")
+        })
+        .count();
+    let pages = of()
+        .filter(|r| r.name.is_none() && !r.query.contains_key("watch"))
+        .map(|r| r.query.get("limit").cloned().unwrap_or_default())
+        .collect();
+    (streaming, pages)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_refusing_streaming_lists_is_listed_in_pages_from_then_on_said_once() {
+    let fake = FakeApi::start().await;
+    fake.page_lists(true);
+    fake.refuse_streaming_lists();
+    Row::new("list", "services", Fault::Drop).seed(&fake);
+    let logs = Logs::default();
+    let leader = watch::channel(false).1;
+    let replica = Loop::spawn(
+        client(&fake, None),
+        "me",
+        leader,
+        &logs,
+        Duration::from_secs(3600),
+    );
+    until("the cache synced", Duration::from_secs(30), || {
+        replica.synced() && replica.app("first")
+    })
+    .await;
+    // Forced to list again: the history compacted under a cut watch (410).
+    let rewatched = || watches(&fake, "services") >= 3;
+    until(
+        "the services watch is open",
+        Duration::from_secs(30),
+        || watches(&fake, "services") >= 2,
+    )
+    .await;
+    fake.block_watches(true);
+    fake.disconnect_watches();
+    fake.put("services", ksvc("late", false, false, 1, &[], ""));
+    fake.compact();
+    fake.block_watches(false);
+    until("the late app is served", Duration::from_secs(30), || {
+        replica.app("late")
+    })
+    .await;
+    assert!(rewatched());
+    for resource in ["services", "revisions", "namespaces"] {
+        let (streaming, pages) = listings(&fake, resource);
+        assert_eq!(
+            streaming, 1,
+            "{resource}: one streaming list, refused, then never again"
+        );
+        assert!(!pages.is_empty(), "{resource}: listed in pages");
+        assert!(
+            pages.iter().all(|l| l == "500"),
+            "{resource}: pages of 500: {pages:?}"
+        );
+    }
+    assert!(
+        listings(&fake, "services").1.len() >= 2,
+        "the 410 listed again, in pages"
+    );
+    let text = logs.text();
+    let said: Vec<_> = text
+        .lines()
+        .filter(|l| l.contains("refused a streaming list"))
+        .collect();
+    assert_eq!(said.len(), 3, "once per resource:\n{text}");
+    assert!(
+        said.iter().all(|l| l.trim_start().starts_with("INFO")),
+        "{text}"
+    );
+    assert!(
+        logs.warns(&["watch failed", "sendInitialEvents"])
+            .is_empty(),
+        "a refusal is no failure:\n{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_taking_streaming_lists_is_never_asked_for_pages() {
+    let fake = FakeApi::start().await;
+    fake.page_lists(true);
+    Row::new("list", "services", Fault::Drop).seed(&fake);
+    let logs = Logs::default();
+    let leader = watch::channel(false).1;
+    let replica = Loop::spawn(
+        client(&fake, None),
+        "me",
+        leader,
+        &logs,
+        Duration::from_secs(3600),
+    );
+    until("the cache synced", Duration::from_secs(30), || {
+        replica.synced() && replica.app("first")
+    })
+    .await;
+    until(
+        "the services watch is open",
+        Duration::from_secs(30),
+        || watches(&fake, "services") >= 1,
+    )
+    .await;
+    // Forced to list again: the history compacted under a cut watch (410).
+    fake.block_watches(true);
+    fake.disconnect_watches();
+    fake.put("services", ksvc("late", false, false, 1, &[], ""));
+    fake.compact();
+    fake.block_watches(false);
+    until("the late app is served", Duration::from_secs(30), || {
+        replica.app("late")
+    })
+    .await;
+    assert!(
+        listings(&fake, "services").0 >= 2,
+        "the 410 listed again, by streaming"
+    );
+    for resource in ["services", "revisions", "namespaces"] {
+        let (streaming, pages) = listings(&fake, resource);
+        assert!(streaming >= 1, "{resource}: listed by streaming");
+        assert!(pages.is_empty(), "{resource}: no page asked for: {pages:?}");
+    }
+    assert!(!logs.text().contains("refused a streaming list"));
 }

@@ -1,6 +1,6 @@
 //! Admission readiness is admission's: the real binary, with a watch loop whose API server (the
-//! fake, through its fault injection) never answers or refuses every list, is ready and answers
-//! reviews, while `/apps` answers 503.
+//! fake, through its fault injection) never answers or refuses every list (a streaming list is a
+//! watch request), is ready and answers reviews, while `/apps` answers 503.
 
 use axum::http::Method;
 use hyper::StatusCode;
@@ -16,7 +16,8 @@ use support::poll;
 async fn admission_ready_while_the_loop_cannot_sync(fault: Fault) {
     let fake = FakeApi::start().await;
     for resource in ["services", "revisions", "namespaces"] {
-        fake.inject("list", resource, None, fault, u32::MAX);
+        // The lists are streamed: watch requests.
+        fake.inject("watch", resource, None, fault, u32::MAX);
     }
     let dir = tempfile::tempdir().unwrap();
     let tls = certs(dir.path());

@@ -1,7 +1,9 @@
 //! A Kubernetes API server the tests control: plain HTTP on 127.0.0.1, real Kubernetes JSON.
 //!
 //! Lists carry a resourceVersion; watches stream `{"type":"ADDED","object":…}` lines, replay
-//! history after the requested resourceVersion (so a broken watch can resume) and can be cut
+//! history after the requested resourceVersion (so a broken watch can resume), answer a
+//! streaming list (`sendInitialEvents=true`: every object, then the bookmark that ends them)
+//! unless [`FakeApi::refuse_streaming_lists`], and can be cut
 //! with [`FakeApi::disconnect_watches`]; writes check resourceVersion and delete preconditions and
 //! answer 409/404 with `Status` bodies (a replace with `?dryRun=All` is checked and admitted but
 //! not stored); [`FakeApi::fail_puts`] injects conflicting writers and
@@ -81,6 +83,9 @@ struct Inner {
     paging: bool,
     /// Writes (PUT, DELETE) to these objects are held this long before they are handled.
     write_delays: HashMap<Key, std::time::Duration>,
+    /// Streaming lists (`sendInitialEvents`) are refused with 422, as by a server with the
+    /// WatchList feature off ([`FakeApi::refuse_streaming_lists`]).
+    streaming_refused: bool,
     /// Objects made on demand, never stored ([`FakeApi::generate`]).
     generated: HashMap<String, Generated>,
 }
@@ -325,6 +330,12 @@ impl FakeApi {
             .unwrap()
             .failures
             .insert((method, resource.to_owned()), n);
+    }
+
+    /// Refuse streaming lists (a watch with `sendInitialEvents=true`) with 422 Invalid, as
+    /// kube-apiserver does with the WatchList feature turned off; served by default.
+    pub fn refuse_streaming_lists(&self) {
+        self.inner.lock().unwrap().streaming_refused = true;
     }
 
     /// Refuse (503) new watch requests while `blocked`, as during an API server restart.

@@ -66,6 +66,14 @@ fn assert_calls_declared(fake: &FakeApi) {
     }
 }
 
+/// A request that lists: a page, or a watch that starts with every object (a streaming list).
+fn lists(r: &&support::fake_api::Request) -> bool {
+    !r.query.contains_key("watch")
+        || r.query
+            .get("sendInitialEvents")
+            .is_some_and(|s| s == "true")
+}
+
 fn event_reasons(fake: &FakeApi) -> Vec<String> {
     fake.all("events")
         .iter()
@@ -251,18 +259,14 @@ async fn a_broken_watch_resumes_from_its_resource_version() {
     .await;
 
     let gets = fake.requests_to(Method::GET, "services");
-    let (watches, lists): (Vec<_>, Vec<_>) =
-        gets.iter().partition(|r| r.query.contains_key("watch"));
-    assert!(
-        watches.len() > watches_before,
-        "the watch was re-established"
-    );
+    let (lists, resumed): (Vec<_>, Vec<_>) = gets.iter().partition(lists);
+    assert!(watches() > watches_before, "the watch was re-established");
     assert_eq!(
         lists.len(),
         1,
         "resumed from the last resourceVersion instead of relisting"
     );
-    let resumed_at: u64 = watches.last().unwrap().query["resourceVersion"]
+    let resumed_at: u64 = resumed.last().unwrap().query["resourceVersion"]
         .parse()
         .unwrap();
     assert!(resumed_at > 0);
@@ -313,8 +317,8 @@ async fn a_long_break_relists_and_forgets_apps_deleted_meanwhile() {
     assert!(replica.app("kept").is_some());
     let lists = fake
         .requests_to(Method::GET, "services")
-        .into_iter()
-        .filter(|r| !r.query.contains_key("watch"))
+        .iter()
+        .filter(lists)
         .count();
     assert_eq!(lists, 2, "410 Gone forced exactly one relist");
 }

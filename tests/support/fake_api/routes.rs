@@ -351,7 +351,17 @@ fn watch_stream(
     if inner.watches_blocked {
         return status(503, "ServiceUnavailable", "the API server is restarting");
     }
-    if since != 0 && since < inner.compacted {
+    let streaming = q.get("sendInitialEvents").is_some_and(|s| s == "true");
+    if streaming && inner.streaming_refused {
+        // What kube-apiserver answers with the WatchList feature turned off.
+        return status(
+            422,
+            "Invalid",
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: \
+             sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+        );
+    }
+    if since != 0 && since < inner.compacted && !streaming {
         let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
             "status": "Failure", "message": format!("too old resource version: {since} ({})", inner.compacted),
             "reason": "Expired", "code": 410}});
@@ -360,12 +370,15 @@ fn watch_stream(
             .body(Body::from(format!("{gone}\n")))
             .unwrap();
     }
+    let initial = streaming.then(|| initial_events(&inner, path, q));
     let (resource, ns, q) = (path.resource.clone(), path.namespace.clone(), q.clone());
     let wanted = move |c: &Change| {
         c.resource == resource
             && ns.as_ref().is_none_or(|n| &c.namespace == n)
             && matches(&c.object, &q)
     };
+    // A streaming list starts with every object as it is now, then the watch from now on.
+    let since = if streaming { inner.rv } else { since };
     let replay: Vec<Change> = inner
         .history
         .iter()
@@ -383,6 +396,8 @@ fn watch_stream(
             .map(Ok::<_, std::io::Error>)
             .collect::<Vec<_>>(),
     );
+    use futures::StreamExt;
+    let replayed = futures::stream::iter(initial).flatten().chain(replayed);
     let live = futures::stream::unfold(
         (live, cut, wanted),
         move |(mut live, mut cut, wanted)| async move {
@@ -400,11 +415,45 @@ fn watch_stream(
             }
         },
     );
-    use futures::StreamExt;
     Response::builder()
         .header("content-type", "application/json")
         .body(Body::from_stream(replayed.chain(live)))
         .unwrap()
+}
+
+type Lines = futures::stream::BoxStream<'static, Result<Bytes, std::io::Error>>;
+
+/// The start of a streaming list (`sendInitialEvents=true`): an `ADDED` line per object as it is
+/// now (generated objects made as the stream is read), then the bookmark that ends them, with
+/// the resourceVersion the watch goes on from.
+fn initial_events(inner: &super::Inner, path: &Path, q: &HashMap<String, String>) -> Lines {
+    use futures::StreamExt;
+    let added = |object: &str| Bytes::from(format!("{{\"type\":\"ADDED\",\"object\":{object}}}\n"));
+    let objects: Lines = match inner.generated.get(&path.resource).cloned() {
+        Some(generated) => futures::stream::iter(0..generated.count)
+            .map(move |i| Ok(added(&(generated.make)(i))))
+            .boxed(),
+        None => {
+            let lines: Vec<_> = inner
+                .objects
+                .iter()
+                .filter(|(k, v)| {
+                    k.0 == path.resource
+                        && path.namespace.as_ref().is_none_or(|ns| &k.1 == ns)
+                        && matches(v, q)
+                })
+                .map(|(_, v)| Ok(added(&v.to_string())))
+                .collect();
+            futures::stream::iter(lines).boxed()
+        }
+    };
+    let end = json!({"type": "BOOKMARK", "object": {"apiVersion": "v1", "kind": "Status", "metadata": {
+        "resourceVersion": inner.rv.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}}}});
+    objects
+        .chain(futures::stream::once(async move {
+            Ok(Bytes::from(format!("{end}\n")))
+        }))
+        .boxed()
 }
 
 fn create(fake: &FakeApi, path: &Path, mut obj: Value) -> Response {
