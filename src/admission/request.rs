@@ -126,8 +126,24 @@ pub fn decode(body: &[u8]) -> Result<Request<'_>, ReviewError> {
     decode_with(body, Reader::Skim)
 }
 
+/// The most JSON values (keys counted) a review body may hold. Either reader builds a node for
+/// each value it reads in full, about 40 times the bytes of `[0,0,…]`: the cap keeps one
+/// decision's tree near 24 MiB whatever the body holds. A KService review holds a few thousand
+/// values; the 200 KB review of the load benchmark, 13,500: the cap is ten times that. Only
+/// bodies over twice this many bytes can hold more, so smaller ones are never counted.
+pub const MAX_VALUES: usize = 128 * 1024;
+
 /// [`decode`] with the reader given.
 pub fn decode_with(body: &[u8], reader: Reader) -> Result<Request<'_>, ReviewError> {
+    if body.len() > 2 * MAX_VALUES {
+        let values = values(body);
+        if values > MAX_VALUES {
+            return Err(ReviewError::Decode(format!(
+                "the review holds {values} JSON values, more than the {MAX_VALUES} this webhook \
+                 reads; kube-apiserver's reviews of a KService hold a few thousand"
+            )));
+        }
+    }
     // The fast parser refuses what it does not take; serde_json then reads it or says why not.
     let fast = match reader {
         Reader::Skim => parse::review(body, &skim::REVIEW).ok(),
@@ -220,6 +236,29 @@ pub fn decode_with(body: &[u8], reader: Reader) -> Result<Request<'_>, ReviewErr
     })
 }
 
+/// About how many values and keys `body` holds: the commas, colons and opening brackets outside
+/// strings. Every value but the first follows one of them.
+fn values(body: &[u8]) -> usize {
+    let (mut count, mut in_string, mut escaped) = (0, false, false);
+    for &b in body {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b',' | b':' | b'[' | b'{' => count += 1,
+            _ => {}
+        }
+    }
+    count
+}
+
 /// The most containers a review's pod template may list. Knative runs one serving container and
 /// a few sidecars; beyond this the lists are not an app but a load on every rule that walks them.
 pub const MAX_CONTAINERS: usize = 64;
@@ -287,6 +326,33 @@ fn user_info(node: Option<&Node>) -> Result<UserInfo, ReviewError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_are_counted_outside_strings() {
+        assert_eq!(values(br#"{"a":[1,2,{"b":"x,:[{\"]"}]}"#), 7);
+        assert_eq!(values(b"[]"), 1);
+    }
+
+    #[test]
+    fn a_body_of_more_values_than_any_review_holds_is_refused_before_it_is_read() {
+        let zeros = vec!["0"; MAX_VALUES].join(",");
+        let pod = format!(r#"{{"containers":[{{"image":"i","ports":[{zeros}]}}]}}"#);
+        let body = format!(
+            r#"{{"apiVersion":"{REVIEW_API_VERSION}","kind":"AdmissionReview","request":{{"uid":"u","object":{{"spec":{{"template":{{"spec":{pod}}}}}}}}}}}"#
+        );
+        for reader in [Reader::Skim, Reader::SerdeJson] {
+            let err = decode_with(body.as_bytes(), reader)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("more than the 131072"), "{err}");
+        }
+        // A body as large, of long strings, is read.
+        let long = "x".repeat(body.len());
+        let body = format!(
+            r#"{{"apiVersion":"{REVIEW_API_VERSION}","kind":"AdmissionReview","request":{{"uid":"u","name":"{long}"}}}}"#
+        );
+        assert!(decode(body.as_bytes()).is_ok());
+    }
 
     fn review_with(pod: Value) -> Vec<u8> {
         let object =
