@@ -1,9 +1,10 @@
-//! Issue 28, row 5: answers are bounded too. A review whose uid is megabytes long is refused
-//! with a short 400 (the uid is never echoed), and a denial quotes a megabyte label cut to 64
-//! bytes, once per violation. Sixteen such reviews sent by a pod that never reads the answers
-//! leave the resident memory under the arithmetic's bound, and kube-apiserver's reviews on fresh
-//! connections are answered 200 within 2 s meanwhile. A pod that sends reviews and never reads
-//! their answers loses its connection at the write deadline (`--request-timeout`).
+//! The attack table of docs/reliability.md, answers never read: answers are bounded too. A review
+//! whose uid is megabytes long is refused with a short 400 (the uid is never echoed), and a denial
+//! quotes a megabyte label cut to 64 bytes, once per violation. Sixteen such reviews sent by a pod
+//! that never reads the answers leave the resident memory under the arithmetic's bound, and
+//! kube-apiserver's reviews on fresh connections are answered 200 within 2 s meanwhile. A pod that
+//! sends reviews and never reads their answers loses its connection at the write deadline
+//! (`--request-timeout`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

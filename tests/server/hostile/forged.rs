@@ -1,11 +1,11 @@
-//! Issue 28, row 6: forged 7 MiB reviews that cost the most to decide. Six pods, from four
-//! addresses, send them in a loop: reviews as dense as the value cap allows (128 Ki values in
-//! a container's ports, the rest of the 7 MiB in `status`), reviews far past it (3.6 million
-//! values), and stop-restore records of 372,000 keys. The dense ones are decided off the worker
-//! threads one at a time; those past the cap are refused with 400 before they are parsed, the
-//! records denied without being read; kube-apiserver's reviews on
-//! fresh connections are answered 200 within 2 s meanwhile, the probes answer, and the
-//! resident memory stays under the arithmetic's bound.
+//! The attack table of docs/reliability.md, forged bodies: 7 MiB reviews that cost the most to
+//! decide. Six pods, from four addresses, send them in a loop: reviews as dense as the value cap
+//! allows (128 Ki values in a container's ports, the rest of the 7 MiB in `status`), reviews far
+//! past it (3.6 million values), and stop-restore records of 372,000 keys. The dense ones are
+//! decided off the worker threads one at a time; those past the cap are refused with 400 before
+//! they are parsed, the records denied without being read; kube-apiserver's reviews on fresh
+//! connections are answered 200 within 2 s meanwhile, the probes answer, and the resident memory
+//! stays under the arithmetic's bound.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
