@@ -5,8 +5,9 @@
 //! when every connection is busy. The TLS handshake and the first request's headers must arrive
 //! within the header-read timeout (slowloris cut-off); afterwards a connection may stay idle
 //! between requests for [`KEEP_ALIVE`], longer than kube-apiserver keeps it in its pool, and
-//! lives at most [`MAX_LIFE`] or [`MAX_REQUESTS`] ([`super::activity`] watches it). HTTP/2,
-//! used only when ALPN chose it, also gets keep-alive pings, few streams and small
+//! lives at most [`MAX_LIFE`] or [`MAX_REQUESTS`] ([`super::activity`] watches it); answers
+//! the client does not read are dropped with it after the write timeout ([`super::deadline`]).
+//! HTTP/2, used only when ALPN chose it, also gets keep-alive pings, few streams and small
 //! flow-control windows, so one connection cannot buffer much (docs/reliability.md has the
 //! arithmetic). The socket closes gracefully ([`super::linger`]). Owns sockets, never request
 //! semantics.
@@ -27,6 +28,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::activity::{self, Clock, End, KEEP_ALIVE, MAX_LIFE, MAX_REQUESTS, Peer};
 use super::conns::{ConnLimits, Refused};
+use super::deadline::WriteDeadline;
 use super::linger::Linger;
 use super::metrics::Metrics;
 
@@ -56,6 +58,9 @@ pub struct Serving {
     pub header_read_timeout: Duration,
     /// How long a connection asked to finish may take before it is dropped.
     pub finish_timeout: Duration,
+    /// How long queued answer bytes may wait on a client that does not read
+    /// ([`super::deadline`]).
+    pub write_timeout: Duration,
     /// The listener's connection caps.
     pub conns: Arc<ConnLimits>,
     pub metrics: Metrics,
@@ -191,7 +196,7 @@ async fn connection(
     peer: Peer,
     opened: u64,
 ) -> ConnResult {
-    let tcp = Linger::new(tcp);
+    let tcp = Linger::new(WriteDeadline::new(tcp, serving.write_timeout));
     let limits = activity::Limits {
         first: serving.header_read_timeout,
         keep_alive: KEEP_ALIVE,

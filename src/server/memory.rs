@@ -3,14 +3,18 @@
 //! Deployment's memory limit against it and the hostile-load tests check the measured RSS.
 //!
 //! Every term is a bound a client cannot push past: the byte budget of bodies (times the
-//! allocator's overhead), the connection caps times the most one connection can buffer, and
-//! what the rest of the process holds. Per `--role`: the parts that run the watch loop add its
+//! allocator's overhead), the connection caps times the most one connection can buffer, the
+//! answers' encrypted bytes waiting on their clients, the decisions' working memory, and what
+//! the rest of the process holds. Per `--role`: the parts that run the watch loop add its
 //! cache per app through a re-list; the admission part alone adds only the revision guard's
-//! projection per app. Reads no clock, does no I/O.
+//! projection per app, and only the parts that admit add the decisions. Reads no clock, does
+//! no I/O.
 
 use super::listen::{H1_MAX_BUF, H2_CONN_WINDOW, H2_MAX_HEADER_LIST, H2_MAX_STREAMS, H2_SEND_BUF};
 use super::role::Role;
+use super::routes::{DECIDERS, INLINE_BODY};
 use super::{Options, PROBE_CONNECTIONS};
+use crate::admission::request::MAX_VALUES;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -29,6 +33,18 @@ pub const BODY_OVERHEAD_PERCENT: u64 = 125;
 pub const TLS_BUFFERS: u64 = 34 * KIB;
 /// A connection's task, hyper's state and the socket bookkeeping.
 pub const CONN_STATE: u64 = 8 * KIB;
+
+/// What rustls holds of an answer a TLS client has not read: its outgoing buffer of encrypted
+/// records (rustls' default limit, 64 KiB) and the headers of the records that fill it. The
+/// answer itself is held under the body budget until written.
+pub const TLS_SEND_BUF: u64 = 66 * KIB;
+/// Working memory of one decision on a body of [`MAX_VALUES`] values, its tree and its edits
+/// (measured in the debug build the tests run: a 7 MiB review whose labels are 130,000 empty
+/// values, 260,000 counted, raised the peak by 43 MiB beside its body; docs/reliability.md).
+pub const DECISION_AT_CAP: u64 = 24 * MIB;
+/// Small bodies decided at once on the runtime's worker threads, one a thread: the Deployment
+/// runs one, two are counted.
+pub const INLINE_DECISIONS: u64 = 2;
 
 /// Resident memory of one cached app at rest, with its two Revisions, status and drift report,
 /// on objects as a real cluster holds them (measured: tests/server/scale.rs, 13.5 KiB at 20,000
@@ -53,6 +69,11 @@ pub struct Arithmetic {
     pub bodies: u64,
     /// Both listeners' connection caps times the most one connection buffers.
     pub connections: u64,
+    /// Encrypted answer bytes waiting on clients that do not read, every TLS connection's.
+    pub answers: u64,
+    /// Working memory of the decisions that may run at once: the large ones on the blocking
+    /// pool ([`DECIDERS`]) and the small ones on the worker threads.
+    pub decisions: u64,
     /// What one app costs at a re-list's peak: the watch cache's, or the projection's in the
     /// admission role.
     pub per_app: u64,
@@ -83,12 +104,14 @@ impl Arithmetic {
             bodies: budget * BODY_OVERHEAD_PERCENT / 100,
             connections: tls + plain,
             per_app,
+            answers: TLS_SEND_BUF * limits.max_connections as u64,
+            decisions: if role.admits() { decisions() } else { 0 },
         }
     }
 
     /// The whole bound.
     pub fn total(&self) -> u64 {
-        self.baseline + self.others + self.bodies + self.connections
+        self.baseline + self.others + self.admission()
     }
 
     /// How many apps the part can hold under a memory `limit` at a re-list's peak (the watch
@@ -104,10 +127,18 @@ impl Arithmetic {
         self.baseline + self.admission() + apps * self.per_app
     }
 
-    /// What admission alone may add to the baseline: bodies and connections.
+    /// What admission alone may add to the baseline: bodies, connections, answers and
+    /// decisions.
     pub fn admission(&self) -> u64 {
-        self.bodies + self.connections
+        self.bodies + self.connections + self.answers + self.decisions
     }
+}
+
+/// The decisions' working memory: a small body holds at most one value per two bytes, so its
+/// tree is at most that share of one at the cap.
+fn decisions() -> u64 {
+    let inline = DECISION_AT_CAP * (INLINE_BODY as u64 / 2) / MAX_VALUES as u64;
+    DECIDERS as u64 * DECISION_AT_CAP + INLINE_DECISIONS * inline
 }
 
 /// The most one connection buffers outside the body budget: HTTP/1.1 its read and write
@@ -137,6 +168,8 @@ mod tests {
             bodies: 80 * MIB,
             connections: 42 * MIB,
             per_app: CACHE_PER_APP * RELIST_PERCENT / 100,
+            answers: 16 * MIB,
+            decisions: 60 * MIB,
         };
         let projection = Arithmetic {
             others: 0,
@@ -152,6 +185,11 @@ mod tests {
         }
         // 50,000 apps add less than 32 MiB to the admission part's bound.
         assert!(projection.limit_for(50_000) - projection.limit_for(0) < 32 * MIB);
+    }
+
+    #[test]
+    fn one_large_and_two_small_decisions_are_counted() {
+        assert_eq!(decisions(), 24 * MIB + 2 * 6 * MIB);
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod body;
 pub mod budget;
 pub mod catalogue;
 mod conns;
+mod deadline;
 mod linger;
 mod listen;
 pub mod memory;
@@ -247,6 +248,7 @@ impl Server {
             tls,
             header_read_timeout: self.options.header_read_timeout,
             finish_timeout: limits.request_timeout,
+            write_timeout: limits.request_timeout,
             conns: ConnLimits::new(max, per_ip, self.metrics.connections(name)),
             metrics: self.metrics.clone(),
             name,

@@ -1,8 +1,10 @@
-//! Issue 28, row 5: answers are bounded too. A review whose uid is megabytes long is refused
-//! with a short 400 (the uid is never echoed), and a denial quotes a megabyte label cut to 64
-//! bytes, once per violation. Sixteen such reviews sent by a pod that never reads the answers
-//! leave the resident memory under the arithmetic's bound, and kube-apiserver's reviews on fresh
-//! connections are answered 200 within 2 s meanwhile.
+//! The attack table of docs/reliability.md, answers never read: answers are bounded too. A review
+//! whose uid is megabytes long is refused with a short 400 (the uid is never echoed), and a denial
+//! quotes a megabyte label cut to 64 bytes, once per violation. Sixteen such reviews sent by a pod
+//! that never reads the answers leave the resident memory under the arithmetic's bound, and
+//! kube-apiserver's reviews on fresh connections are answered 200 within 2 s meanwhile. A pod that
+//! sends reviews and never reads their answers loses its connection at the write deadline
+//! (`--request-timeout`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +16,7 @@ use tokio::io::AsyncWriteExt as _;
 use super::attack::{self, Answered};
 use super::served::{DEPLOYMENT, Served, mib};
 use support::harness::{self, SERVER_NAME};
+use support::poll;
 
 /// A 6 MiB uid on a well-formed review.
 fn long_uid() -> Vec<u8> {
@@ -126,4 +129,78 @@ async fn answers_nobody_reads_hold_no_memory() {
     );
     reviews.assert_kept("answers never read");
     assert!(peak <= bound, "peak {peak} over the bound {bound}");
+}
+
+/// A review denied with one violation per container, as many as the webhook accepts: a 7 KB
+/// answer from a 2 KB review.
+fn wide_denial() -> Vec<u8> {
+    let mut review: serde_json::Value =
+        serde_json::from_slice(&harness::review("never-read", 0)).unwrap();
+    let containers = vec![json!(1); ksvc_webhook::admission::request::MAX_CONTAINERS];
+    review["request"]["object"]["spec"]["template"]["spec"]["containers"] = json!(containers);
+    serde_json::to_vec(&review).unwrap()
+}
+
+/// A TLS connection from `from` whose socket buffers are small, so that its peer's writes
+/// block as soon as it stops reading.
+async fn narrow_tls_from(
+    served: &Served,
+    from: std::net::IpAddr,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.set_send_buffer_size(4096).unwrap();
+    socket.bind(std::net::SocketAddr::new(from, 0)).unwrap();
+    let tcp = socket.connect(served.addr).await.unwrap();
+    let config = harness::client_config(&served.pki.ca.cert_pem, &[b"http/1.1"]);
+    let name = rustls::pki_types::ServerName::try_from(SERVER_NAME).unwrap();
+    let connector = tokio_rustls::TlsConnector::from(config);
+    connector.connect(name, tcp).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_answers_loses_the_connection_at_the_deadline() {
+    let served = Served::start(DEPLOYMENT, None);
+    let open = r#"ksvc_webhook_connections{listener="admission"}"#;
+    let mut tls = narrow_tls_from(&served, attack::attacker(0)).await;
+    // Reviews one after another on the one connection, answers never read, until the server
+    // stops reading them (its writes block) or drops the connection.
+    let review = wide_denial();
+    let head = format!(
+        "POST /mutate HTTP/1.1\r\nhost: {SERVER_NAME}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        review.len()
+    );
+    let request = [head.as_bytes(), &review].concat();
+    let mut sent = 0;
+    let started = Instant::now();
+    // Fewer than the 1,000 requests after which the server retires a connection by itself.
+    while sent < 900 {
+        let write = async {
+            tls.write_all(&request).await?;
+            tls.flush().await
+        };
+        match tokio::time::timeout(Duration::from_secs(2), write).await {
+            Ok(Ok(())) => sent += 1,
+            Ok(Err(_)) | Err(_) => break,
+        }
+    }
+    // kube-apiserver's reviews are answered meanwhile, and the connection is dropped once its
+    // queued answers have waited the request timeout (10 s) from the first blocked write.
+    let reviews = attack::fresh_reviews(&served, Instant::now() + Duration::from_secs(4)).await;
+    poll::until_async(
+        "the server drops the connection",
+        Duration::from_secs(40),
+        || async { served.metric(open).await == Some(0.0) },
+    )
+    .await;
+    println!(
+        "{sent} reviews sent, answers never read: dropped within {:.1} s of the first; \
+         reviews {}/{} answered meanwhile",
+        started.elapsed().as_secs_f64(),
+        reviews.ok,
+        reviews.total
+    );
+    reviews.assert_kept("answers never read on one connection");
+    drop(tls);
 }

@@ -1,7 +1,7 @@
-//! Issue 28, rows 3 and 4: the byte budget "filled" by requests that declare bodies and send
-//! headers only, 96 at a time (6 of 7 MiB fill the large bodies' share, 90 of 256 KiB the rest,
-//! small-body reserve included), from two addresses over HTTP/1.1 and from one over HTTP/2
-//! streams. A body holds only the bytes that have arrived, and
+//! The attack table of docs/reliability.md, the byte budget rows: the byte budget "filled" by
+//! requests that declare bodies and send headers only, 96 at a time (6 of 7 MiB fill the large
+//! bodies' share, 90 of 256 KiB the rest, small-body reserve included), from two addresses over
+//! HTTP/1.1 and from one over HTTP/2 streams. A body holds only the bytes that have arrived, and
 //! one that has not started within a second is cut: the attack holds nothing, kube-apiserver's
 //! reviews on fresh connections are answered 200 within 2 s (at least 99 %), and the resident
 //! memory stays under the arithmetic's bound.

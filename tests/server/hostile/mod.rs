@@ -1,6 +1,7 @@
 //! Admission under hostile load, against the built binary: stalled uploads over HTTP/1.1 and
 //! HTTP/2 ([`uploads`]), every connection slot held by four pods ([`slots`]), the byte budget
 //! claimed by requests that send no body byte ([`budget`]), answers nobody reads ([`answers`]),
+//! forged reviews that cost the most to decide ([`forged`]),
 //! SIGTERM while streams and uploads are open ([`shutdown`]), and a one-minute soak of every
 //! attack at once ([`soak`], `#[ignore]`: `make soak`). Memory is read from /proc and checked
 //! against the arithmetic of docs/reliability.md; times are bounds, not measurements.
@@ -13,6 +14,8 @@ mod attack;
 mod budget;
 #[cfg(test)]
 mod conns;
+#[cfg(test)]
+mod forged;
 #[cfg(test)]
 mod logs;
 #[cfg(test)]

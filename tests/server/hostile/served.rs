@@ -27,7 +27,7 @@ const COMMON: &[&str] = &[
 ];
 
 /// The Deployment's limits (manifests/base/deployment.yaml), with the probe listener on a free
-/// port: what issue 28's attacks run against.
+/// port: what the attacks of docs/reliability.md run against.
 pub const DEPLOYMENT: &[&str] = &[
     "--request-timeout=10s",
     "--body-budget=64Mi",

@@ -1,9 +1,10 @@
-//! Issue 28, rows 1 and 2: four pods hold every connection slot of the admission port, with
-//! TCP connections that send nothing, or TLS connections that send `GET /healthz` every 4 s.
-//! Against the Deployment's limits (256 connections, 64 per address), each attacker keeps its
-//! 64 open and reconnects as soon as one is closed. Meanwhile kube-apiserver's reviews, on a
-//! fresh connection each from 127.0.0.1, are answered 200 within 2 s (at least 99 %), the probe
-//! listener answers every probe, and the resident memory stays under the arithmetic's bound.
+//! The attack table of docs/reliability.md, its first two rows: four pods hold every connection
+//! slot of the admission port, with TCP connections that send nothing, or TLS connections that send
+//! `GET /healthz` every 4 s. Against the Deployment's limits (256 connections, 64 per address),
+//! each attacker keeps its 64 open and reconnects as soon as one is closed. Meanwhile
+//! kube-apiserver's reviews, on a fresh connection each from 127.0.0.1, are answered 200 within 2 s
+//! (at least 99 %), the probe listener answers every probe, and the resident memory stays under the
+//! arithmetic's bound.
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -1,8 +1,7 @@
-//! Stalled uploads: headers for a 7 MiB `/mutate` body, all but its last
-//! byte, then nothing. Over HTTP/1.1 (one connection each) and HTTP/2 (streams of one
-//! connection), the resident memory stays under the documented bound, the uploads the budget
-//! took are cut once they pause for 2 s (issue 28), the others are refused at once, and
-//! kube-apiserver's reviews are answered meanwhile.
+//! Stalled uploads: headers for a 7 MiB `/mutate` body, all but its last byte, then nothing. Over
+//! HTTP/1.1 (one connection each) and HTTP/2 (streams of one connection), the resident memory stays
+//! under the documented bound, the uploads the budget took are cut once they pause for 2 s, the
+//! others are refused at once, and kube-apiserver's reviews are answered meanwhile.
 
 use std::time::Duration;
 
