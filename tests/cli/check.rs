@@ -7,6 +7,8 @@
 use base64::Engine as _;
 use ksvc_webhook::admission::Policy;
 use ksvc_webhook::certmgr::pki::{self, CertKey};
+use ksvc_webhook::cli::serve::api_calls;
+use ksvc_webhook::server::role::Role;
 use serde_json::{Value, json};
 use support::FakeApi;
 use support::cli::{Ran, run, run_against};
@@ -15,6 +17,7 @@ use time::{Duration, OffsetDateTime};
 
 const NS: &str = "ksvc-system";
 const SA: &str = "system:serviceaccount:ksvc-system:ksvc-webhook";
+const CONTROLLER_SA: &str = "system:serviceaccount:ksvc-system:ksvc-webhook-controller";
 
 fn b64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
@@ -100,6 +103,7 @@ async fn healthy() -> (FakeApi, CertKey) {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}),
     );
     allow_server_calls(&fake, SA, &[]);
+    allow_server_calls(&fake, CONTROLLER_SA, &[]);
     fake.admit_with(Policy::default());
     let status =
         support::status_api::setup(fake.client(), std::time::Duration::from_secs(10), (8, 8));
@@ -132,22 +136,24 @@ async fn a_healthy_install_passes_every_check() {
     let ran = run(&fake, &["check"]).await;
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let lines: Vec<&str> = ran.stdout.lines().collect();
-    assert_eq!(lines.len(), 10, "{}", ran.stdout);
+    assert_eq!(lines.len(), 11, "{}", ran.stdout);
     assert!(lines.iter().all(|l| l.starts_with("✓ ")), "{}", ran.stdout);
-    let calls: usize = ksvc_webhook::cli::check::SERVER_CALLS
-        .iter()
-        .map(|c| c.len())
-        .sum();
+    let calls = |role| -> usize { api_calls(role).iter().map(|c| c.len()).sum() };
     for needle in [
         "✓ Knative Services are served (services.serving.knative.dev v1)",
         "✓ MutatingWebhookConfiguration zz-ksvc-webhook.flyte.org exists and its caBundle trusts the serving certificate",
         "✓ Service ksvc-system/ksvc-webhook has 1 ready endpoint",
         &format!(
-            "✓ system:serviceaccount:ksvc-system:ksvc-webhook may make all {calls} API calls the server makes"
+            "✓ {SA} may make all {} API calls the admission part makes",
+            calls(Role::Admission)
+        ),
+        &format!(
+            "✓ {CONTROLLER_SA} may make all {} API calls the controller part makes",
+            calls(Role::Controller)
         ),
         "✓ the sidecar catalogue in ConfigMap ksvc-system/ksvc-webhook-sidecars loads (2 templates)",
         "✓ namespaces opted out of the webhook: legacy",
-        "✓ the status API behind Service ksvc-system/ksvc-webhook answers (401: it asks for a token, which the API server's proxy does not pass on)",
+        "✓ the status API behind Service ksvc-system/ksvc-webhook-controller answers (401: it asks for a token, which the API server's proxy does not pass on)",
     ] {
         assert!(lines.contains(&needle), "{needle}\n{}", ran.stdout);
     }
@@ -176,7 +182,7 @@ async fn a_healthy_install_passes_every_check() {
     assert_eq!(json.code, Some(0));
     let report: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(report["ok"], true);
-    assert_eq!(report["checks"].as_array().unwrap().len(), 10);
+    assert_eq!(report["checks"].as_array().unwrap().len(), 11);
     assert_eq!(report["checks"][0]["check"], "knative-crd");
 }
 
@@ -188,7 +194,7 @@ async fn fails_with(id: &str, breaks: impl FnOnce(&FakeApi), line: &str) {
     assert_eq!(ran.code, Some(1), "{id}: {ran:?}");
     assert_eq!(failures(&ran), [line], "{id}: {}", ran.stdout);
     assert!(
-        ran.stderr.starts_with("error: 1 of 10 checks failed"),
+        ran.stderr.starts_with("error: 1 of 11 checks failed"),
         "{id}: {}",
         ran.stderr
     );
@@ -257,7 +263,7 @@ async fn a_status_api_that_fails_inside_fails_its_check() {
     fails_with(
         "status-api",
         |fake| fake.proxy_to(not_synced),
-        "× the status API behind Service ksvc-system/ksvc-webhook answers 503: the app cache has not synced with the cluster yet; retry shortly",
+        "× the status API behind Service ksvc-system/ksvc-webhook-controller answers 503: the app cache has not synced with the cluster yet; retry shortly",
     )
     .await;
 }
@@ -269,23 +275,38 @@ async fn missing_rbac_fails_with_a_line_per_call() {
     fake.remove(
         "fake-rbac",
         "",
-        &format!("{SA}.watch.revisions.serving.knative.dev"),
+        &format!("{CONTROLLER_SA}.watch.revisions.serving.knative.dev"),
+    );
+    fake.remove(
+        "fake-rbac",
+        "",
+        &format!("{CONTROLLER_SA}.create.events.events.k8s.io"),
     );
     let ran = run(&fake, &["check"]).await;
     assert_eq!(ran.code, Some(1), "{ran:?}");
-    let calls: usize = ksvc_webhook::cli::check::SERVER_CALLS
-        .iter()
-        .map(|c| c.len())
-        .sum();
-    let expected = format!(
-        "× system:serviceaccount:ksvc-system:ksvc-webhook may not make 2 of the {calls} API calls the server makes:
+    let calls = |role| -> usize { api_calls(role).iter().map(|c| c.len()).sum() };
+    // Each part's account is reviewed for its own part's calls, and named in its own line.
+    let expected = [
+        format!(
+            "× {SA} may not make 1 of the {} API calls the admission part makes:
     - update secrets/ksvc-webhook-certs
-    - watch revisions.serving.knative.dev
     apply the RBAC of manifests/ (kubectl apply -k manifests/)
-"
-    );
-    assert!(ran.stdout.contains(&expected), "{}", ran.stdout);
-    assert_eq!(failures(&ran).len(), 1, "{}", ran.stdout);
+",
+            calls(Role::Admission)
+        ),
+        format!(
+            "× {CONTROLLER_SA} may not make 2 of the {} API calls the controller part makes:
+    - watch revisions.serving.knative.dev
+    - create events.events.k8s.io
+    apply the RBAC of manifests/ (kubectl apply -k manifests/)
+",
+            calls(Role::Controller)
+        ),
+    ];
+    for expected in expected {
+        assert!(ran.stdout.contains(&expected), "{expected}\n{}", ran.stdout);
+    }
+    assert_eq!(failures(&ran).len(), 2, "{}", ran.stdout);
 }
 
 /// The failure that kube-apiserver gives a write when it cannot call the webhook.
@@ -335,12 +356,12 @@ async fn each_way_the_install_breaks_has_its_own_failures() {
         (
             service_missing().await,
             vec!["endpoints", "status-api", "admission"],
-            "× Service ksvc-system/ksvc-webhook does not exist (the API server answers 404: services \"ksvc-webhook\" not found)",
+            "× Service ksvc-system/ksvc-webhook-controller does not exist (the API server answers 404: services \"ksvc-webhook-controller\" not found)",
         ),
         (
             stopped().await,
             vec!["endpoints", "status-api", "admission"],
-            "× no pod of Service ksvc-system/ksvc-webhook answers (the API server answers 503: no endpoints available for service \"ksvc-webhook\")",
+            "× no pod of Service ksvc-system/ksvc-webhook-controller answers (the API server answers 503: no endpoints available for service \"ksvc-webhook-controller\")",
         ),
         (
             stale_bundle().await,

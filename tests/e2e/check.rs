@@ -65,7 +65,8 @@ fn check_passes_on_the_installed_control_plane_and_names_an_empty_ca_bundle() {
         "mutating-webhook",
         "revision-guard",
         "certificate",
-        "rbac",
+        "rbac-admission",
+        "rbac-controller",
     ] {
         assert!(report.contains_key(id), "no check {id}: {report:#?}");
     }
@@ -130,8 +131,8 @@ fn check_names_a_missing_crd_and_a_missing_permission() {
         "{report:#?}"
     );
 
-    // A permission taken from the (controller part's) ClusterRole: `rbac` names the call it no
-    // longer may make.
+    // A permission taken from the controller part's ClusterRole: `rbac-controller`, which
+    // reviews the controller's account, names the call it no longer may make.
     plane
         .kubectl(&[
             "patch",
@@ -147,7 +148,7 @@ fn check_names_a_missing_crd_and_a_missing_permission() {
     plane
         .kubectl(&["apply", "-k", "target/e2e/install"])
         .ok("install the manifests again");
-    assert_eq!(failing(&report), ["rbac"], "{report:#?}");
-    let (_, message) = &report["rbac"];
+    assert_eq!(failing(&report), ["rbac-controller"], "{report:#?}");
+    let (_, message) = &report["rbac-controller"];
     assert!(message.contains("events"), "{message}");
 }

@@ -353,9 +353,9 @@ pub struct Access {
     pub allowed: Fetched<bool>,
 }
 
-/// The server's service account may make every API call it makes.
-pub fn rbac(user: &str, access: &[Access]) -> Outcome {
-    const CHECK: &str = "rbac";
+/// A part's service account may make every API call the part makes: the check `id`, with
+/// `part` as the message names it.
+pub fn rbac(id: &'static str, user: &str, part: &str, access: &[Access]) -> Outcome {
     let denied: Vec<&str> = access
         .iter()
         .filter(|a| a.allowed != Fetched::Found(true))
@@ -367,23 +367,23 @@ pub fn rbac(user: &str, access: &[Access]) -> Outcome {
     });
     match (denied.as_slice(), failed) {
         ([], _) => Outcome::pass(
-            CHECK,
+            id,
             format!(
-                "{user} may make all {} API calls the server makes",
+                "{user} may make all {} API calls {part} makes",
                 access.len()
             ),
         ),
         (_, Some(why)) => Outcome::fail(
-            CHECK,
+            id,
             format!("cannot review the access of {user}: {why}"),
             HINT_READ,
         ),
         (denied, None) => Outcome {
             details: denied.iter().map(|c| (*c).to_owned()).collect(),
             ..Outcome::fail(
-                CHECK,
+                id,
                 format!(
-                    "{user} may not make {} of the {} API calls the server makes:",
+                    "{user} may not make {} of the {} API calls {part} makes:",
                     denied.len(),
                     access.len()
                 ),

@@ -111,13 +111,13 @@ fn rbac_names_every_call_denied() {
         allowed: Fetched::Found(allowed),
     };
     let all = [access("get secrets", true), access("watch services", true)];
-    assert!(rbac("sa", &all).ok);
+    assert!(rbac("rbac", "sa", "the server", &all).ok);
     let some = [
         access("get secrets", false),
         access("watch services", true),
         access("create events", false),
     ];
-    let denied = rbac("sa", &some);
+    let denied = rbac("rbac", "sa", "the server", &some);
     assert_eq!(
         denied.message,
         "sa may not make 2 of the 3 API calls the server makes:"

@@ -35,11 +35,13 @@ use time::OffsetDateTime;
 
 use crate::cli::app::TIMEOUT;
 use crate::cli::output::{self, Output};
+use crate::cli::serve::api_calls;
 use crate::cli::status::{self as proxy, Unanswered};
 use crate::cluster::call;
 use crate::cluster::client::{self, ClientArgs};
 use crate::cluster::errors;
 use crate::cluster::rbac::ApiCall;
+use crate::server::role::Role;
 use crate::watch::writes::knative;
 use crate::{apps, certmgr, flags, keys, watch};
 use eval::{Access, Fetched, Install, Outcome};
@@ -61,16 +63,25 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async {
         let (client, server) = client::proxy_client(&args.cluster).await?;
-        let user = args.reviewed_user();
-        let groups = service_account_groups(&user);
-        let (as_sa, _) = client::client(&args.cluster, Some((&user, groups.as_slice()))).await?;
+        // One client per reviewed user, each impersonating it.
+        let mut reviewed = Vec::new();
+        for (user, role) in args.reviewed() {
+            let groups = service_account_groups(&user);
+            let (as_user, _) =
+                client::client(&args.cluster, Some((&user, groups.as_slice()))).await?;
+            reviewed.push(Reviewed {
+                user,
+                role,
+                client: as_user,
+            });
+        }
         let deadline = tokio::time::Instant::now() + args.timeout;
         let outcomes = loop {
             // An API server that cannot be reached is one line, not a × for every read.
             let outcomes = match reach(&client, &server).await {
                 Some(unreachable) => vec![unreachable],
                 None if args.pre => pre::checks(&client, &server, &args).await,
-                None => checks(&client, &as_sa, &server, &args).await,
+                None => checks(&client, &reviewed, &server, &args).await,
             };
             let done = outcomes.iter().all(|o| o.ok);
             if done || !args.wait || tokio::time::Instant::now() >= deadline {
@@ -90,7 +101,20 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
 }
 
 /// Every check, in order.
-async fn checks(client: &Client, as_sa: &Client, server: &str, args: &CheckArgs) -> Vec<Outcome> {
+/// A user whose access the RBAC check reviews: a part's service account, with a client that
+/// impersonates it.
+struct Reviewed {
+    user: String,
+    role: Role,
+    client: Client,
+}
+
+async fn checks(
+    client: &Client,
+    reviewed: &[Reviewed],
+    server: &str,
+    args: &CheckArgs,
+) -> Vec<Outcome> {
     let ns = args.namespace.as_str();
     let install = Install {
         namespace: ns,
@@ -146,12 +170,21 @@ async fn checks(client: &Client, as_sa: &Client, server: &str, args: &CheckArgs)
         Fetched::Missing => Fetched::Missing,
         Fetched::Failed(why) => Fetched::Failed(why),
     };
-    let access = access(as_sa, server, args).await;
-    let status_api = status_api(client, &install, server).await;
+    let mut rbac = Vec::new();
+    for part in reviewed {
+        let access = access(&part.client, part.role, server, args).await;
+        let (id, name) = part_names(part.role);
+        rbac.push(eval::rbac(id, &part.user, name, &access));
+    }
+    let status_service = Install {
+        service: &args.controller_service,
+        ..install
+    };
+    let status_api = status_api(client, &status_service, server).await;
     let probe_ns = args.probe_namespace.as_str();
     let valid = dry_run(client, probe::probe(probe_ns), server).await;
     let invalid = dry_run(client, probe::invalid_probe(probe_ns), server).await;
-    vec![
+    let mut outcomes = vec![
         eval::knative_crd(&crd),
         eval::webhook_config(
             "mutating-webhook",
@@ -173,12 +206,24 @@ async fn checks(client: &Client, as_sa: &Client, server: &str, args: &CheckArgs)
         ),
         eval::certificate(&secret, &install, now),
         eval::endpoints(&slices, &install),
-        eval::rbac(&args.reviewed_user(), &access),
+    ];
+    outcomes.extend(rbac);
+    outcomes.extend([
         eval::catalogue(&sidecars, ns, &args.sidecars_configmap),
         eval::opted_out(&namespaces),
-        probe::status_api(&status_api, &install),
+        probe::status_api(&status_api, &status_service),
         probe::admission(&valid, &invalid, &install, probe_ns),
-    ]
+    ]);
+    outcomes
+}
+
+/// The RBAC check's id for a part, and how its message names the part.
+fn part_names(role: Role) -> (&'static str, &'static str) {
+    match role {
+        Role::All => ("rbac", "the server"),
+        Role::Admission => ("rbac-admission", "the admission part"),
+        Role::Controller => ("rbac-controller", "the controller part"),
+    }
 }
 
 /// `None` when the API server answers `/version`; else the one outcome that says it cannot be
@@ -287,13 +332,13 @@ where
     }
 }
 
-/// Whether the reviewed user may make each call the server makes, by SelfSubjectAccessReviews
-/// sent as that user (impersonated by `as_sa`).
-async fn access(as_sa: &Client, server: &str, args: &CheckArgs) -> Vec<Access> {
-    let api: Api<SelfSubjectAccessReview> = Api::all(as_sa.clone());
+/// Whether the reviewed user may make each call its part makes, by SelfSubjectAccessReviews
+/// sent as that user (impersonated by `as_user`).
+async fn access(as_user: &Client, role: Role, server: &str, args: &CheckArgs) -> Vec<Access> {
+    let api: Api<SelfSubjectAccessReview> = Api::all(as_user.clone());
     let mut out = Vec::new();
-    for call in SERVER_CALLS.iter().copied().flatten() {
-        let (namespace, name) = args.scope_of(call);
+    for call in api_calls(role).into_iter().flatten() {
+        let (namespace, name) = args.scope_of(call, role);
         let review = SelfSubjectAccessReview {
             spec: SelfSubjectAccessReviewSpec {
                 resource_attributes: Some(ResourceAttributes {
@@ -423,22 +468,43 @@ pub struct CheckArgs {
         default_value = "ksvc-webhook-sidecars"
     )]
     pub sidecars_configmap: String,
-    /// The Lease of the watch loop's leader election.
+    /// The Lease of the controller part's leader election (the watch loop's writes).
     #[arg(
         long,
         env = "KSVC_WEBHOOK_CHECK_LEASE",
         default_value = "ksvc-webhook-watch"
     )]
     pub lease_name: String,
-    /// The server's service account, whose access the RBAC check reviews.
+    /// The Lease of the admission part's leader election (certificate rotation).
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_CHECK_ADMISSION_LEASE",
+        default_value = "ksvc-webhook-admission"
+    )]
+    pub admission_lease_name: String,
+    /// The admission part's service account, whose access to the admission part's calls the
+    /// RBAC check reviews.
     #[arg(
         long,
         env = "KSVC_WEBHOOK_CHECK_SERVICE_ACCOUNT",
         default_value = "ksvc-webhook"
     )]
     pub service_account: String,
-    /// Review the access of this user instead of the service account's (impersonated, as
-    /// kubectl's `--as`).
+    /// The controller part's service account, whose access to the controller part's calls the
+    /// RBAC check reviews.
+    #[arg(
+        long,
+        env = "KSVC_WEBHOOK_CHECK_CONTROLLER_SERVICE_ACCOUNT",
+        default_value = "ksvc-webhook-controller"
+    )]
+    pub controller_service_account: String,
+    /// The controller part's Service, behind which the status API answers.
+    #[arg(long, env = "KSVC_WEBHOOK_CHECK_CONTROLLER_SERVICE",
+          default_value = "ksvc-webhook-controller", value_parser = crate::cli::parse_service_name)]
+    pub controller_service: String,
+    /// Review the access of this one user to every call of both parts instead of the two
+    /// service accounts' (impersonated, as kubectl's `--as`; for an install that runs
+    /// `serve --role all` under one account).
     #[arg(long = "as", env = "KSVC_WEBHOOK_CHECK_AS", value_name = "USER")]
     pub as_user: Option<String>,
     /// The namespace the admission check sends its server dry runs of a KService to (nothing is
@@ -472,23 +538,32 @@ pub struct CheckArgs {
 }
 
 impl CheckArgs {
-    /// The user the RBAC check reviews.
-    fn reviewed_user(&self) -> String {
-        self.as_user.clone().unwrap_or_else(|| {
-            format!(
-                "system:serviceaccount:{}:{}",
-                self.namespace, self.service_account
-            )
-        })
+    /// The users the RBAC check reviews, with the part whose calls each must be allowed: each
+    /// part's service account, or with `--as` one user for every call (an all-in-one install).
+    fn reviewed(&self) -> Vec<(String, Role)> {
+        let account = |name: &str| format!("system:serviceaccount:{}:{name}", self.namespace);
+        match &self.as_user {
+            Some(user) => vec![(user.clone(), Role::All)],
+            None => vec![
+                (account(&self.service_account), Role::Admission),
+                (account(&self.controller_service_account), Role::Controller),
+            ],
+        }
     }
 
     /// The namespace and name a call of the server is made in and on, as its grants name them.
-    fn scope_of(&self, call: &ApiCall) -> (Option<&str>, Option<&str>) {
+    fn scope_of(&self, call: &ApiCall, role: Role) -> (Option<&str>, Option<&str>) {
         let named = matches!(call.verb, "get" | "update" | "patch");
         let ns = Some(self.namespace.as_str());
         match call.resource {
             "secrets" => (ns, named.then_some(self.cert_secret.as_str())),
-            "leases" => (ns, named.then_some(self.lease_name.as_str())),
+            "leases" => {
+                let lease = match role {
+                    Role::Admission => &self.admission_lease_name,
+                    Role::All | Role::Controller => &self.lease_name,
+                };
+                (ns, named.then_some(lease.as_str()))
+            }
             "mutatingwebhookconfigurations" => {
                 (None, named.then_some(self.webhook_config_name.as_str()))
             }
