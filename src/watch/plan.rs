@@ -3,8 +3,10 @@
 //! Knative's route has moved off them: deleting a revision that still receives traffic loses the
 //! requests in flight to it and leaves the Service reporting RevisionMissing.
 //!
-//! Never deletes a revision still named in `status.traffic`, the latest created or latest ready
-//! one, or one annotated `serving.knative.dev/no-gc: "true"`. Reads no clock. Must never do I/O.
+//! Never deletes a revision still named in `status.traffic`, one still labelled
+//! `serving.knative.dev/routingState: active` (the label lags the route, and the revision guard
+//! refuses such a delete), the latest created or latest ready one, or one annotated
+//! `serving.knative.dev/no-gc: "true"`. Reads no clock. Must never do I/O.
 
 use std::borrow::Borrow;
 
@@ -53,6 +55,7 @@ pub fn plan<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R]) -> Plan {
     }
     let protected = |r: &Revision| {
         r.is_no_gc()
+            || r.is_routed()
             || ksvc.routes_to(r.name())
             || r.name() == ksvc.status.latest_created_revision_name
             || r.name() == ksvc.status.latest_ready_revision_name
@@ -72,12 +75,30 @@ pub fn plan<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R]) -> Plan {
             resource_version: r.metadata.resource_version.clone(),
         })
         .collect();
+    let latest = |name: &str| {
+        name == ksvc.status.latest_created_revision_name
+            || name == ksvc.status.latest_ready_revision_name
+    };
     let waiting = ksvc
         .status
         .traffic
         .iter()
         .find(|t| t.revision_name != ksvc.status.latest_created_revision_name)
-        .map(|t| format!("traffic to leave revision {}", t.revision_name));
+        .map(|t| format!("traffic to leave revision {}", t.revision_name))
+        .or_else(|| {
+            revisions
+                .iter()
+                .map(Borrow::borrow)
+                .filter(|r| r.namespace() == ksvc.namespace() && r.service() == Some(ksvc.name()))
+                .find(|r| r.has_pods() && r.is_routed() && !latest(r.name()))
+                .map(|r| {
+                    format!(
+                        "Knative to stop routing to revision {} (label {})",
+                        r.name(),
+                        keys::LABEL_ROUTING_STATE
+                    )
+                })
+        });
     Plan { actions, waiting }
 }
 

@@ -163,6 +163,34 @@ fn plan_table() {
     }
 }
 
+/// A revision the route has left but Knative still labels `routingState: active` (the label
+/// lags `status.traffic`) is kept, as the revision guard would refuse its delete; once the label
+/// moves on, it is deleted.
+#[test]
+fn a_revision_still_labelled_routed_waits_for_its_label() {
+    let labelled = |state: &str| -> Revision {
+        serde_json::from_value(json!({
+            "metadata": {"name": "app-00002", "namespace": "ns", "uid": "uid-app-00002",
+                         "resourceVersion": "7",
+                         "labels": {"serving.knative.dev/service": "app",
+                                    "serving.knative.dev/routingState": state}},
+            "status": {"actualReplicas": 2}
+        }))
+        .unwrap()
+    };
+    let stopped = ksvc(true, true, 2, 2, &["app-00003"]);
+    let lagging = plan(&stopped, &[labelled("active"), rev("app-00003", 0, false)]);
+    assert_eq!(deleted(&lagging), Vec::<&str>::new());
+    assert_eq!(
+        lagging.waiting.as_deref(),
+        Some(
+            "Knative to stop routing to revision app-00002 (label serving.knative.dev/routingState)"
+        )
+    );
+    let moved_on = plan(&stopped, &[labelled("reserve"), rev("app-00003", 0, false)]);
+    assert_eq!(deleted(&moved_on), ["app-00002"]);
+}
+
 #[test]
 fn deletes_carry_preconditions() {
     let got = plan(

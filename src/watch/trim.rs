@@ -39,46 +39,49 @@ pub(super) fn service_meta(meta: ObjectMeta) -> ObjectMeta {
     }
 }
 
-/// The one key of a string map a view keeps.
-pub(super) trait OneKey {
-    const KEY: &'static str;
+/// The keys of a string map a view keeps.
+pub(super) trait Wanted {
+    const KEYS: &'static [&'static str];
 }
 
-pub(super) struct OwnerLabel;
-impl OneKey for OwnerLabel {
-    const KEY: &'static str = keys::LABEL_KNATIVE_SERVICE;
+/// A Revision's labels: its owner's name, and whether Knative routes to it.
+pub(super) struct RevisionLabels;
+impl Wanted for RevisionLabels {
+    const KEYS: &'static [&'static str] = &[keys::LABEL_KNATIVE_SERVICE, keys::LABEL_ROUTING_STATE];
 }
 
 pub(super) struct NoGc;
-impl OneKey for NoGc {
-    const KEY: &'static str = keys::ANNOTATION_NO_GC;
+impl Wanted for NoGc {
+    const KEYS: &'static [&'static str] = &[keys::ANNOTATION_NO_GC];
 }
 
-/// A string map decoded keeping only `K::KEY`: the other entries are read past, never stored.
+/// A string map decoded keeping only `K::KEYS`: the other entries are read past, never stored.
 pub(super) struct Kept<K> {
-    value: Option<String>,
-    key: PhantomData<K>,
+    values: Vec<(&'static str, String)>,
+    keys: PhantomData<K>,
 }
 
 impl<K> Default for Kept<K> {
     fn default() -> Self {
         Self {
-            value: None,
-            key: PhantomData,
+            values: Vec::new(),
+            keys: PhantomData,
         }
     }
 }
 
-impl<K: OneKey> Kept<K> {
-    pub(super) fn into_value(self) -> Option<String> {
-        self.value
+impl<K: Wanted> Kept<K> {
+    /// The value of `key` (one of `K::KEYS`), taken out.
+    pub(super) fn take(&mut self, key: &str) -> Option<String> {
+        let at = self.values.iter().position(|(k, _)| *k == key)?;
+        Some(self.values.swap_remove(at).1)
     }
 }
 
-impl<'de, K: OneKey> Deserialize<'de> for Kept<K> {
+impl<'de, K: Wanted> Deserialize<'de> for Kept<K> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Visit<K>(PhantomData<K>);
-        impl<'de, K: OneKey> Visitor<'de> for Visit<K> {
+        impl<'de, K: Wanted> Visitor<'de> for Visit<K> {
             type Value = Kept<K>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a map of strings, or null")
@@ -92,8 +95,8 @@ impl<'de, K: OneKey> Deserialize<'de> for Kept<K> {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut kept = Kept::default();
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    if key == K::KEY {
-                        kept.value = Some(map.next_value()?);
+                    if let Some(wanted) = K::KEYS.iter().find(|k| **k == key) {
+                        kept.values.push((wanted, map.next_value()?));
                     } else {
                         map.next_value::<IgnoredAny>()?;
                     }

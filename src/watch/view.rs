@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::trim;
 use crate::admission::ksvc;
+use crate::keys;
 
 /// The API group of Knative Serving.
 pub const GROUP: &str = "serving.knative.dev";
@@ -166,9 +167,9 @@ pub struct RevisionStatus {
 }
 
 /// A Knative `Revision` (`serving.knative.dev/v1`), as cached: name, namespace, uid,
-/// resourceVersion (the preconditions of its delete), its owner label and `no-gc` annotation
-/// (as fields, not as maps: a map of one entry costs a whole B-tree node, about 550 bytes), and
-/// its status. Everything else is skipped while decoding, never held.
+/// resourceVersion (the preconditions of its delete), its owner and routing-state labels and
+/// `no-gc` annotation (as fields, not as maps: a map of one entry costs a whole B-tree node,
+/// about 550 bytes), and its status. Everything else is skipped while decoding, never held.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Revision {
     pub metadata: ObjectMeta,
@@ -178,6 +179,10 @@ pub struct Revision {
     /// Annotated `serving.knative.dev/no-gc: "true"`.
     #[serde(skip)]
     pub no_gc: bool,
+    /// Labelled `serving.knative.dev/routingState: active`: Knative still routes to it (the
+    /// label can lag `status.traffic`; the revision guard refuses its delete meanwhile).
+    #[serde(skip)]
+    pub routed: bool,
     pub status: RevisionStatus,
 }
 
@@ -192,7 +197,7 @@ impl<'de> Deserialize<'de> for Revision {
             namespace: Option<String>,
             uid: Option<String>,
             resource_version: Option<String>,
-            labels: trim::Kept<trim::OwnerLabel>,
+            labels: trim::Kept<trim::RevisionLabels>,
             annotations: trim::Kept<trim::NoGc>,
         }
         #[derive(Default, Deserialize)]
@@ -202,9 +207,10 @@ impl<'de> Deserialize<'de> for Revision {
             status: RevisionStatus,
         }
         let Fields {
-            metadata: m,
+            metadata: mut m,
             status,
         } = Fields::deserialize(d)?;
+        let routing = m.labels.take(keys::LABEL_ROUTING_STATE);
         Ok(Self {
             metadata: ObjectMeta {
                 name: m.name,
@@ -213,8 +219,9 @@ impl<'de> Deserialize<'de> for Revision {
                 resource_version: m.resource_version,
                 ..ObjectMeta::default()
             },
-            owner: m.labels.into_value(),
-            no_gc: m.annotations.into_value().as_deref() == Some("true"),
+            owner: m.labels.take(keys::LABEL_KNATIVE_SERVICE),
+            no_gc: m.annotations.take(keys::ANNOTATION_NO_GC).as_deref() == Some("true"),
+            routed: routing.as_deref() == Some(keys::ROUTING_STATE_ACTIVE),
             status,
         })
     }
@@ -302,6 +309,10 @@ impl Revision {
     /// Annotated `serving.knative.dev/no-gc: "true"`.
     pub fn is_no_gc(&self) -> bool {
         self.no_gc
+    }
+    /// Labelled as routed to by Knative (`serving.knative.dev/routingState: active`).
+    pub fn is_routed(&self) -> bool {
+        self.routed
     }
     /// Still holds (or is about to hold) pods: replicas above zero, or `Active=True`.
     pub fn has_pods(&self) -> bool {
