@@ -155,9 +155,13 @@ pub fn revision(i: usize, n: usize) -> String {
     );
     match n {
         2 => text,
-        // The old revision: no pods, no traffic.
+        // The old revision: no pods, no traffic, and Knative no longer routes to it.
         _ => text
             .replace("\"actualReplicas\":1", "\"actualReplicas\":0")
+            .replace(
+                "\"serving.knative.dev/routingState\":\"active\"",
+                "\"serving.knative.dev/routingState\":\"reserve\"",
+            )
             .replace("\"desiredReplicas\":1", "\"desiredReplicas\":0")
             .replacen(
                 "\"reason\":\"\",\"severity\":\"Info\",\"status\":\"True\",\"type\":\"Active\"",

@@ -100,7 +100,6 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Every check, in order.
 /// A user whose access the RBAC check reviews: a part's service account, with a client that
 /// impersonates it.
 struct Reviewed {
@@ -109,6 +108,7 @@ struct Reviewed {
     client: Client,
 }
 
+/// Every check, in order.
 async fn checks(
     client: &Client,
     reviewed: &[Reviewed],
