@@ -53,17 +53,21 @@ pub fn plan<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R]) -> Plan {
     if ksvc.status.traffic.is_empty() {
         return waiting("Knative to report the route's traffic");
     }
-    let protected = |r: &Revision| {
-        r.is_no_gc()
-            || r.is_routed()
-            || ksvc.routes_to(r.name())
-            || r.name() == ksvc.status.latest_created_revision_name
-            || r.name() == ksvc.status.latest_ready_revision_name
+    let latest = |name: &str| {
+        name == ksvc.status.latest_created_revision_name
+            || name == ksvc.status.latest_ready_revision_name
     };
-    let mut doomed: Vec<&Revision> = revisions
+    let protected = |r: &Revision| {
+        r.is_no_gc() || r.is_routed() || ksvc.routes_to(r.name()) || latest(r.name())
+    };
+    let owned: Vec<&Revision> = revisions
         .iter()
         .map(Borrow::borrow)
         .filter(|r| r.namespace() == ksvc.namespace() && r.service() == Some(ksvc.name()))
+        .collect();
+    let mut doomed: Vec<&Revision> = owned
+        .iter()
+        .copied()
         .filter(|r| r.has_pods() && !protected(r))
         .collect();
     doomed.sort_by(|a, b| a.name().cmp(b.name()));
@@ -75,10 +79,6 @@ pub fn plan<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R]) -> Plan {
             resource_version: r.metadata.resource_version.clone(),
         })
         .collect();
-    let latest = |name: &str| {
-        name == ksvc.status.latest_created_revision_name
-            || name == ksvc.status.latest_ready_revision_name
-    };
     let waiting = ksvc
         .status
         .traffic
@@ -86,18 +86,14 @@ pub fn plan<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R]) -> Plan {
         .find(|t| t.revision_name != ksvc.status.latest_created_revision_name)
         .map(|t| format!("traffic to leave revision {}", t.revision_name))
         .or_else(|| {
-            revisions
+            let routed = owned
                 .iter()
-                .map(Borrow::borrow)
-                .filter(|r| r.namespace() == ksvc.namespace() && r.service() == Some(ksvc.name()))
-                .find(|r| r.has_pods() && r.is_routed() && !latest(r.name()))
-                .map(|r| {
-                    format!(
-                        "Knative to stop routing to revision {} (label {})",
-                        r.name(),
-                        keys::LABEL_ROUTING_STATE
-                    )
-                })
+                .find(|r| r.has_pods() && r.is_routed() && !latest(r.name()))?;
+            Some(format!(
+                "Knative to stop routing to revision {} (label {})",
+                routed.name(),
+                keys::LABEL_ROUTING_STATE
+            ))
         });
     Plan { actions, waiting }
 }
