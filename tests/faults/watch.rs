@@ -407,15 +407,7 @@ async fn a_server_refusing_streaming_lists_is_listed_in_pages_from_then_on_said_
         || watches(&fake, "services") >= 2,
     )
     .await;
-    fake.block_watches(true);
-    fake.disconnect_watches();
-    fake.put("services", ksvc("late", false, false, 1, &[], ""));
-    fake.compact();
-    fake.block_watches(false);
-    until("the late app is served", Duration::from_secs(30), || {
-        replica.app("late")
-    })
-    .await;
+    relist_after_a_410(&fake, &replica).await;
     assert!(rewatched());
     for resource in ["services", "revisions", "namespaces"] {
         let (streaming, pages) = listings(&fake, resource);
@@ -450,6 +442,20 @@ async fn a_server_refusing_streaming_lists_is_listed_in_pages_from_then_on_said_
     );
 }
 
+/// Force `replica` to list again (the history compacted under a cut watch: 410) and wait until
+/// it serves the app put meanwhile.
+async fn relist_after_a_410(fake: &FakeApi, replica: &Loop) {
+    fake.block_watches(true);
+    fake.disconnect_watches();
+    fake.put("services", ksvc("late", false, false, 1, &[], ""));
+    fake.compact();
+    fake.block_watches(false);
+    until("the late app is served", Duration::from_secs(30), || {
+        replica.app("late")
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_taking_streaming_lists_is_never_asked_for_pages() {
     let fake = FakeApi::start().await;
@@ -474,16 +480,7 @@ async fn a_server_taking_streaming_lists_is_never_asked_for_pages() {
         || watches(&fake, "services") >= 1,
     )
     .await;
-    // Forced to list again: the history compacted under a cut watch (410).
-    fake.block_watches(true);
-    fake.disconnect_watches();
-    fake.put("services", ksvc("late", false, false, 1, &[], ""));
-    fake.compact();
-    fake.block_watches(false);
-    until("the late app is served", Duration::from_secs(30), || {
-        replica.app("late")
-    })
-    .await;
+    relist_after_a_410(&fake, &replica).await;
     assert!(
         listings(&fake, "services").0 >= 2,
         "the 410 listed again, by streaming"
