@@ -1,0 +1,80 @@
+//! The yardstick of `make bench-load` (`PEER=1`): the smallest mutating webhook one would
+//! write with axum and rustls, to measure the server's own latency and handshake cost beside.
+//!
+//! It answers `POST /mutate` with the review's uid and a one-operation JSON Patch, decoding the
+//! body with serde_json into a `Value`, on the current-thread runtime as `serve --workers 1`
+//! runs. No limits, no deadlines, no metrics, no logs: what it lacks is what the server's
+//! hardening costs. Never used outside the benchmark.
+//!
+//! `cargo run --release --example peer_webhook -- ADDR TLS_DIR` (TLS_DIR holds `tls.crt` and
+//! `tls.key`, as `ksvc-webhook certs --out` writes them).
+
+use std::sync::Arc;
+
+use axum::{Json, Router, routing::post};
+use base64::Engine;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let (Some(addr), Some(dir)) = (args.next(), args.next()) else {
+        anyhow::bail!("usage: peer_webhook ADDR TLS_DIR");
+    };
+    let tls = tls_config(std::path::Path::new(&dir))?;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve(&addr, TlsAcceptor::from(Arc::new(tls))))
+}
+
+async fn serve(addr: &str, acceptor: TlsAcceptor) -> anyhow::Result<()> {
+    let router = Router::new()
+        .route("/mutate", post(mutate))
+        .route("/readyz", axum::routing::get(|| async { "ok" }));
+    let listener = TcpListener::bind(addr).await?;
+    loop {
+        let (tcp, _) = listener.accept().await?;
+        tcp.set_nodelay(true)?;
+        let (acceptor, router) = (acceptor.clone(), router.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = TowerToHyperService::new(router);
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let _ = builder.serve_connection(TokioIo::new(tls), service).await;
+        });
+    }
+}
+
+async fn mutate(Json(review): Json<Value>) -> Json<Value> {
+    let uid = review["request"]["uid"].clone();
+    let patch = json!([{"op": "add", "path": "/metadata/annotations/peer", "value": "yes"}]);
+    let patch = base64::engine::general_purpose::STANDARD.encode(patch.to_string());
+    Json(json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch},
+    }))
+}
+
+fn tls_config(dir: &std::path::Path) -> anyhow::Result<rustls::ServerConfig> {
+    let certs = rustls_pemfile::certs(&mut std::fs::read(dir.join("tls.crt"))?.as_slice())
+        .collect::<Result<Vec<_>, _>>()?;
+    let key = rustls_pemfile::private_key(&mut std::fs::read(dir.join("tls.key"))?.as_slice())?
+        .ok_or_else(|| anyhow::anyhow!("no private key in tls.key"))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)?;
+    // As `serve` offers by default (no `--http2`); rustls's other defaults are kept.
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
