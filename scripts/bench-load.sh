@@ -13,8 +13,9 @@
 # "MIMALLOC_ARENA_EAGER_COMMIT=0"), RUST_LOG (server log level, default info), OTLP=1 to export
 # one span per review (`--otlp-endpoint --otlp-untraced-reviews`) to scripts/otlp-sink.py on OTLP_PORT (default 14318),
 # pinned with oha to LOAD_CPU; the sink's counts and the server's export warnings are printed
-# at the end. PEER=1 runs the same load against examples/peer_webhook.rs instead: the smallest
-# axum + rustls webhook, the yardstick for latency and handshake cost (docs/performance.md).
+# at the end. PEER=noop|decide runs the same load against examples/peer_webhook.rs instead: the
+# smallest axum + rustls webhook (noop: serde_json in, a fixed patch out; decide: admission's own
+# decision), the yardsticks for latency and handshake cost (docs/performance.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +29,7 @@ BIN=${BIN:-./target/release/ksvc-webhook}
 command -v oha >/dev/null || { echo "oha missing: cargo install oha --locked" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 missing (used to build fixtures and read results)" >&2; exit 1; }
 [[ ${SKIP_BUILD:-0} == 1 ]] || cargo build --release --quiet
-if [[ ${PEER:-0} == 1 ]]; then
+if [[ -n ${PEER:-} ]]; then
   [[ ${SKIP_BUILD:-0} == 1 ]] || cargo build --release --quiet --example peer_webhook
   PEER_BIN=$(dirname "$BIN")/examples/peer_webhook
 fi
@@ -97,8 +98,8 @@ fi
 # /readyz waits for it). Memory as the Deployment runs it (mimalloc commits on demand). Every
 # oha connection comes from 127.0.0.1: the per-address share is raised to the listener's cap
 # (the production limits otherwise), so concurrency up to 256 is served.
-if [[ ${PEER:-0} == 1 ]]; then
-  taskset -c "$SERVER_CPU" "$PEER_BIN" "127.0.0.1:$PORT" "$WORK/certs" >"$WORK/server.log" 2>&1 &
+if [[ -n ${PEER:-} ]]; then
+  taskset -c "$SERVER_CPU" "$PEER_BIN" "127.0.0.1:$PORT" "$WORK/certs" "$PEER" >"$WORK/server.log" 2>&1 &
 else
   env MIMALLOC_ARENA_EAGER_COMMIT=0 ${SERVER_ENV:-} RUST_LOG="${RUST_LOG:-info}" taskset -c "$SERVER_CPU" \
     "$BIN" serve --listen "127.0.0.1:$PORT" --tls-dir "$WORK/certs" --log-format json \
