@@ -11,6 +11,7 @@ use clap::Parser;
 use ksvc_webhook::cli::{Cli, Command as Sub, serve};
 use ksvc_webhook::server::memory::Arithmetic;
 
+use super::attack::one_review;
 use support::FakeApi;
 use support::harness::{self, Conn, KillOnDrop, Pki, SecretDir};
 
@@ -35,6 +36,18 @@ pub const DEPLOYMENT: &[&str] = &[
     "--max-connections=256",
     "--max-connections-per-ip=64",
     "--metrics-listen=127.0.0.1:0",
+];
+
+/// The same with `--http2`, and the fewer connections docs/reliability.md asks for then: 64, 16
+/// from one address.
+pub const DEPLOYMENT_H2: &[&str] = &[
+    "--request-timeout=10s",
+    "--body-budget=64Mi",
+    "--small-body-reserve=16Mi",
+    "--max-connections=64",
+    "--max-connections-per-ip=16",
+    "--metrics-listen=127.0.0.1:0",
+    "--http2",
 ];
 
 /// A running `serve`.
@@ -107,6 +120,27 @@ impl Served {
             _secret: secret,
             _dir: dir,
         }
+    }
+
+    /// [`Self::start`], then [`Self::warm_up`]: where every attack starts, and its baseline.
+    pub async fn warmed(args: &[&str], fake: Option<&FakeApi>) -> (Arc<Self>, u64) {
+        let served = Self::start(args, fake);
+        let baseline = served.warm_up().await;
+        (Arc::new(served), baseline)
+    }
+
+    /// One well-formed review answered (code paths and buffers touched once), then the resident
+    /// memory: the baseline the memory bound is added to.
+    pub async fn warm_up(&self) -> u64 {
+        let answered = one_review(&mut self.h1().await, "warm-up").await;
+        assert!(answered.is_some(), "the warm-up review was not answered");
+        self.memory("VmRSS")
+    }
+
+    /// The most the resident memory may reach from `baseline`: what admission may add by the
+    /// arithmetic of docs/reliability.md for this server's flags.
+    pub fn memory_bound(&self, baseline: u64) -> u64 {
+        baseline + self.arithmetic().admission()
     }
 
     /// The plain probe listener's address (`--metrics-listen`).

@@ -304,12 +304,7 @@ async fn soak_every_attack_at_once_while_reviews_keep_succeeding() {
     };
     let start = Duration::from_secs(30);
     poll::until_async("the status API serves the cache", start, synced).await;
-    assert!(
-        one_review(&mut served.h1().await, "warm-up")
-            .await
-            .is_some()
-    );
-    let baseline = served.memory("VmRSS");
+    let baseline = served.warm_up().await;
     let served = Arc::new(served);
     // The same client without attackers, for comparison.
     let (quiet, quiet_failed) =
@@ -338,8 +333,7 @@ async fn soak_every_attack_at_once_while_reviews_keep_succeeding() {
         task.abort();
     }
     let peak = served.memory("VmHWM");
-    let arithmetic = served.arithmetic();
-    let bound = baseline + arithmetic.admission() + OTHERS;
+    let bound = served.memory_bound(baseline) + OTHERS;
     let api_calls = fake.requests().len() - reviews_before;
     let total = latencies.len() + failed;
     let success = latencies.len() as f64 / total as f64;

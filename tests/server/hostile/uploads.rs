@@ -59,7 +59,7 @@ async fn under_attack(
         ended.push(upload.await.unwrap());
     }
     let peak = served.memory("VmHWM");
-    let bound = baseline + served.arithmetic().admission();
+    let bound = served.memory_bound(baseline);
     println!(
         "{what}: {} uploads of {} MiB: {:?}; RSS {:.1} MiB idle, peak {:.1} MiB, bound {:.1} MiB",
         ended.len(),
@@ -112,13 +112,7 @@ fn count(ended: &[Ended], status: u16) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_http1_uploads_are_cut_at_the_deadline_within_the_memory_bound() {
-    let served = Served::start(LIMITS, None);
-    assert!(
-        one_review(&mut served.h1().await, "warm-up")
-            .await
-            .is_some()
-    );
-    let baseline = served.memory("VmRSS");
+    let (served, baseline) = Served::warmed(LIMITS, None).await;
     let mut uploads = Vec::new();
     for _ in 0..24 {
         let conn = served.h1().await;
@@ -131,13 +125,7 @@ async fn stalled_http1_uploads_are_cut_at_the_deadline_within_the_memory_bound()
 async fn stalled_http2_streams_are_cut_at_the_deadline_within_the_memory_bound() {
     let mut args = LIMITS.to_vec();
     args.push("--http2");
-    let served = Served::start(&args, None);
-    assert!(
-        one_review(&mut served.h1().await, "warm-up")
-            .await
-            .is_some()
-    );
-    let baseline = served.memory("VmRSS");
+    let (served, baseline) = Served::warmed(&args, None).await;
     let mut conn = served.connect(None, &[b"h2"]).await.unwrap();
     assert!(conn.h2);
     // One answer first: then the client knows the server's settings (8 streams at once) and
