@@ -19,6 +19,8 @@ mod forged;
 #[cfg(test)]
 mod logs;
 #[cfg(test)]
+mod reserve;
+#[cfg(test)]
 mod served;
 #[cfg(test)]
 mod shutdown;
