@@ -258,6 +258,7 @@ mod tests {
         let started = clock.now_ms();
         tracker.begin(started);
         tracker.end(started + 1);
+        tracker.sent();
         let end = watchdog(&tracker, clock, started, LIMITS).await;
         assert_eq!(end, End::Idle);
         assert_eq!(clock.now_ms(), started + 1 + 120_000);

@@ -59,7 +59,7 @@ struct Used {
     small: usize,
     large: usize,
     /// Small bytes held per peer address (only addresses holding some).
-    small_by_ip: HashMap<Option<IpAddr>, usize>,
+    small_by_ip: HashMap<IpAddr, usize>,
     /// Of `small`, the bytes beyond their address's share of the reserve.
     over_share: usize,
     held: HashMap<u64, Held>,
@@ -68,33 +68,34 @@ struct Used {
 
 impl Used {
     fn add(&mut self, ip: Option<IpAddr>, bytes: usize, share: usize) {
-        match bytes <= SMALL_BODY {
-            true => {
-                self.small += bytes;
-                let of_ip = self.small_by_ip.entry(ip).or_default();
-                let before = of_ip.saturating_sub(share);
-                *of_ip += bytes;
-                self.over_share += of_ip.saturating_sub(share) - before;
-            }
-            false => self.large += bytes,
+        if bytes > SMALL_BODY {
+            self.large += bytes;
+            return;
         }
+        self.small += bytes;
+        // A body not read from a socket has no address, and no share to keep to.
+        let Some(ip) = ip else { return };
+        let of_ip = self.small_by_ip.entry(ip).or_default();
+        let before = of_ip.saturating_sub(share);
+        *of_ip += bytes;
+        self.over_share += of_ip.saturating_sub(share) - before;
     }
 
     fn sub(&mut self, ip: Option<IpAddr>, bytes: usize, share: usize) {
-        match bytes <= SMALL_BODY {
-            true => {
-                self.small = self.small.saturating_sub(bytes);
-                let Some(of_ip) = self.small_by_ip.get_mut(&ip) else {
-                    return;
-                };
-                let before = of_ip.saturating_sub(share);
-                *of_ip = of_ip.saturating_sub(bytes);
-                self.over_share -= before - of_ip.saturating_sub(share);
-                if *of_ip == 0 {
-                    self.small_by_ip.remove(&ip);
-                }
-            }
-            false => self.large = self.large.saturating_sub(bytes),
+        if bytes > SMALL_BODY {
+            self.large = self.large.saturating_sub(bytes);
+            return;
+        }
+        self.small = self.small.saturating_sub(bytes);
+        let Some(ip) = ip else { return };
+        let Some(of_ip) = self.small_by_ip.get_mut(&ip) else {
+            return;
+        };
+        let before = of_ip.saturating_sub(share);
+        *of_ip = of_ip.saturating_sub(bytes);
+        self.over_share -= before - of_ip.saturating_sub(share);
+        if *of_ip == 0 {
+            self.small_by_ip.remove(&ip);
         }
     }
 
@@ -102,9 +103,9 @@ impl Used {
     /// or a small one from an address over its share.
     fn frees_large_part(&self, held: &Held, share: usize) -> bool {
         held.bytes > SMALL_BODY
-            || self
-                .small_by_ip
-                .get(&held.ip)
+            || held
+                .ip
+                .and_then(|ip| self.small_by_ip.get(&ip))
                 .is_some_and(|&of_ip| of_ip > share)
     }
 }
