@@ -98,6 +98,15 @@ impl Ended {
     }
 }
 
+/// `GET path` with `token` as its bearer token (the status API's callers).
+pub fn get(path: &str, token: &str) -> hyper::Request<harness::Body> {
+    hyper::Request::get(path)
+        .header("host", SERVER_NAME)
+        .header("authorization", format!("Bearer {token}"))
+        .body(harness::full(Vec::new()))
+        .unwrap()
+}
+
 /// How often each answer came back.
 pub fn tally(ended: &[Ended]) -> std::collections::BTreeMap<String, usize> {
     let mut counts = std::collections::BTreeMap::new();
