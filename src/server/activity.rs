@@ -4,7 +4,11 @@
 //! connection should end: no request for the idle limit, or too old, or too many requests.
 //!
 //! A request ends when its answer has been handed over whole: an answer queued behind a client
-//! that does not read (an HTTP/2 stream on a zero window) is not activity. Owns no sockets.
+//! that does not read (an HTTP/2 stream on a zero window) is not activity. Such an answer must
+//! still be taken by the protocol (sent, as far as flow control goes) within the write limit,
+//! as a blocked socket write must ([`super::deadline`]): the watchdog ends the connection
+//! otherwise. A peer address over its share of open requests (HTTP/2 streams over all its
+//! connections, [`super::conns`]) is answered 503 at once. Owns no sockets.
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -16,8 +20,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::http::{HeaderValue, Version, header};
-use axum::response::Response;
+use axum::http::{HeaderValue, StatusCode, Version, header};
+use axum::response::{IntoResponse as _, Response};
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use tokio::time::Instant;
 use tower::ServiceExt as _;
@@ -74,10 +78,18 @@ pub fn track(
         // HTTP/1.1's last request says so in its answer, so the client opens a new connection
         // rather than sending into this one as it closes (HTTP/2 gets GOAWAY).
         let last = begun >= MAX_REQUESTS && request.version() == Version::HTTP_11;
-        let open = Open(Some(peer.clone()));
+        let open = Open {
+            open: Some(peer.clone()),
+            unsent: None,
+        };
+        let over_share = peer.tracker.address_over_share();
         request.extensions_mut().insert(peer.clone());
-        let call = router.clone().oneshot(request);
+        let call = (!over_share).then(|| router.clone().oneshot(request));
         async move {
+            let Some(call) = call else {
+                tracing::debug!(ip = %open.peer_ip(), "a stream over its address's share refused");
+                return Ok(over_share_answer());
+            };
             let mut response = call.await?;
             if last {
                 let close = HeaderValue::from_static("close");
@@ -88,21 +100,42 @@ pub fn track(
     })
 }
 
-/// One open request; ended once, when its answer is handed over or dropped.
+/// The answer to a request over its address's share: 503, retry in a second.
+fn over_share_answer() -> Response {
+    let message = "this address has too many requests open; retry shortly";
+    let retry = [(header::RETRY_AFTER, HeaderValue::from_static("1"))];
+    (StatusCode::SERVICE_UNAVAILABLE, retry, message).into_response()
+}
+
+/// One open request; ended once, when its answer is handed over or dropped, and then unsent
+/// until the answer is dropped (the protocol has taken it).
 #[derive(Debug)]
-struct Open(Option<Peer>);
+struct Open {
+    open: Option<Peer>,
+    unsent: Option<Peer>,
+}
 
 impl Open {
     fn end(&mut self) {
-        if let Some(peer) = self.0.take() {
+        if let Some(peer) = self.open.take() {
             peer.tracker.end(peer.clock.now_ms());
+            self.unsent = Some(peer);
         }
+    }
+
+    fn peer_ip(&self) -> String {
+        self.open
+            .as_ref()
+            .map_or_else(String::new, |peer| peer.ip.to_string())
     }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
         self.end();
+        if let Some(peer) = self.unsent.take() {
+            peer.tracker.sent();
+        }
     }
 }
 
@@ -145,6 +178,9 @@ pub enum End {
     Idle,
     /// Old enough, or enough requests: finish them and close.
     Retired,
+    /// Answers handed over have not been taken for the write limit (HTTP/2: the client keeps
+    /// its flow-control window shut): drop it.
+    Unsent,
 }
 
 /// The limits the watchdog applies.
@@ -156,6 +192,8 @@ pub struct Limits {
     pub keep_alive: Duration,
     pub max_life: Duration,
     pub max_requests: u64,
+    /// Longest an answer handed over may wait to be taken.
+    pub unsent: Duration,
 }
 
 /// Resolves once the connection tracked by `tracker`, opened at `opened_ms`, should end. One
@@ -168,6 +206,13 @@ pub async fn watchdog(tracker: &Tracker, clock: Clock, opened_ms: u64, limits: L
             return End::Retired;
         }
         let mut next = life_ends;
+        if let Some(since) = tracker.unsent_since() {
+            let unsent_ends = since.saturating_add(ms(limits.unsent));
+            if now >= unsent_ends {
+                return End::Unsent;
+            }
+            next = next.min(unsent_ends);
+        }
         if tracker.open() == 0 {
             let (limit, end) = match tracker.begun() {
                 0 => (limits.first, End::NeverUsed),
@@ -198,6 +243,7 @@ mod tests {
         keep_alive: Duration::from_secs(120),
         max_life: Duration::from_secs(600),
         max_requests: 3,
+        unsent: Duration::from_secs(10),
     };
 
     #[tokio::test(start_paused = true)]
@@ -212,6 +258,7 @@ mod tests {
         let started = clock.now_ms();
         tracker.begin(started);
         tracker.end(started + 1);
+        tracker.sent();
         let end = watchdog(&tracker, clock, started, LIMITS).await;
         assert_eq!(end, End::Idle);
         assert_eq!(clock.now_ms(), started + 1 + 120_000);
@@ -234,5 +281,22 @@ mod tests {
         }
         assert_eq!(watchdog(&tracker, clock, 0, LIMITS).await, End::Retired);
         assert_eq!(clock.now_ms(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_the_protocol_never_takes_ends_the_connection_at_the_write_limit() {
+        let clock = Clock::start();
+        let tracker = Tracker::default();
+        tracker.begin(0);
+        // Handed over at 1 s, never sent (an HTTP/2 stream on a zero window): not activity,
+        // and not allowed to wait for the idle limit either.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        tracker.end(clock.now_ms());
+        let end = watchdog(&tracker, clock, 0, LIMITS).await;
+        assert_eq!((end, clock.now_ms()), (End::Unsent, 11_000));
+        // Once taken, the connection is only idle.
+        tracker.sent();
+        let end = watchdog(&tracker, clock, 0, LIMITS).await;
+        assert_eq!((end, clock.now_ms()), (End::Idle, 121_000));
     }
 }

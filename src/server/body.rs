@@ -105,7 +105,7 @@ pub async fn read(
     }
     let most = declared.unwrap_or(BODY_LIMIT);
     let reading = Reading::new(peer);
-    let mut reservation = budget.open(clock.now_ms());
+    let mut reservation = budget.open(peer.map(|p| p.ip), clock.now_ms());
     let mut buf = Buf::Empty;
     let mut body = body;
     let started = Instant::now();

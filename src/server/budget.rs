@@ -5,7 +5,10 @@
 //!
 //! Part of the budget, `--small-body-reserve`, is kept for small bodies (at most [`SMALL_BODY`]
 //! bytes; kube-apiserver's KService reviews are 2 to 30 KB): large bodies together may hold only
-//! the rest, so uploads of large bodies that stall can never starve the small ones.
+//! the rest, so uploads of large bodies that stall can never starve the small ones. One peer
+//! address may hold only a share of the reserve ([`RESERVE_SHARES`]): its small bodies beyond
+//! that share count against the rest of the budget, as large ones do, so that one address
+//! sending many small bodies cannot fill the reserve either.
 //!
 //! When a body's next bytes do not fit, the body that has waited longest for its own next bytes
 //! (at least [`CUT_AFTER`]) is cut to make room, rather than the one whose bytes are arriving:
@@ -14,6 +17,7 @@
 //! refusal or a cut becomes (a 503).
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
 
@@ -27,6 +31,9 @@ pub const SMALL_BODY: usize = 256 * 1024;
 /// A body must have waited this long for its next bytes before it may be cut for another's
 /// (milliseconds): one that is arriving is never cut.
 pub const CUT_AFTER: u64 = 500;
+/// One peer address may hold this fraction of the small-body reserve (an eighth: 2 MiB of the
+/// Deployment's 16 MiB, a thousand ordinary reviews); so four pods leave half of it.
+pub const RESERVE_SHARES: usize = 8;
 
 /// The budget is spent: answer 503 and let the client retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +43,8 @@ pub struct OverBudget;
 /// One body being held.
 #[derive(Debug)]
 struct Held {
+    /// The peer address that sent it (`None`: not over a socket).
+    ip: Option<IpAddr>,
     bytes: usize,
     /// When its last bytes arrived (the caller's milliseconds).
     progress: u64,
@@ -49,18 +58,55 @@ struct Held {
 struct Used {
     small: usize,
     large: usize,
+    /// Small bytes held per peer address (only addresses holding some).
+    small_by_ip: HashMap<IpAddr, usize>,
+    /// Of `small`, the bytes beyond their address's share of the reserve.
+    over_share: usize,
     held: HashMap<u64, Held>,
     next_id: u64,
 }
 
 impl Used {
-    fn add(&mut self, bytes: usize) {
-        *slot(self, bytes) += bytes;
+    fn add(&mut self, ip: Option<IpAddr>, bytes: usize, share: usize) {
+        if bytes > SMALL_BODY {
+            self.large += bytes;
+            return;
+        }
+        self.small += bytes;
+        // A body not read from a socket has no address, and no share to keep to.
+        let Some(ip) = ip else { return };
+        let of_ip = self.small_by_ip.entry(ip).or_default();
+        let before = of_ip.saturating_sub(share);
+        *of_ip += bytes;
+        self.over_share += of_ip.saturating_sub(share) - before;
     }
 
-    fn sub(&mut self, bytes: usize) {
-        let slot = slot(self, bytes);
-        *slot = slot.saturating_sub(bytes);
+    fn sub(&mut self, ip: Option<IpAddr>, bytes: usize, share: usize) {
+        if bytes > SMALL_BODY {
+            self.large = self.large.saturating_sub(bytes);
+            return;
+        }
+        self.small = self.small.saturating_sub(bytes);
+        let Some(ip) = ip else { return };
+        let Some(of_ip) = self.small_by_ip.get_mut(&ip) else {
+            return;
+        };
+        let before = of_ip.saturating_sub(share);
+        *of_ip = of_ip.saturating_sub(bytes);
+        self.over_share -= before - of_ip.saturating_sub(share);
+        if *of_ip == 0 {
+            self.small_by_ip.remove(&ip);
+        }
+    }
+
+    /// Whether cutting `held` frees bytes counted against the large bodies' part: a large body,
+    /// or a small one from an address over its share.
+    fn frees_large_part(&self, held: &Held, share: usize) -> bool {
+        held.bytes > SMALL_BODY
+            || held
+                .ip
+                .and_then(|ip| self.small_by_ip.get(&ip))
+                .is_some_and(|&of_ip| of_ip > share)
     }
 }
 
@@ -69,30 +115,35 @@ impl Used {
 pub struct BodyBudget {
     total: usize,
     small_reserve: usize,
+    /// What one address may hold of the reserve.
+    share: usize,
     used: Mutex<Used>,
     /// Reserved bytes, exported as `ksvc_webhook_admission_body_bytes`.
     gauge: Gauge<i64, AtomicI64>,
 }
 
 impl BodyBudget {
-    /// A budget of `total` bytes of which `small_reserve` only small bodies may use; `gauge`
-    /// follows the reserved bytes.
+    /// A budget of `total` bytes of which `small_reserve` only small bodies may use, each peer
+    /// address [`RESERVE_SHARES`]'th of it; `gauge` follows the reserved bytes.
     pub fn new(total: usize, small_reserve: usize, gauge: Gauge<i64, AtomicI64>) -> Arc<Self> {
+        let small_reserve = small_reserve.min(total);
         Arc::new(Self {
             total,
-            small_reserve: small_reserve.min(total),
+            small_reserve,
+            share: small_reserve / RESERVE_SHARES,
             used: Mutex::default(),
             gauge,
         })
     }
 
-    /// A reservation of nothing yet for a body whose reading starts at `now`.
-    pub fn open(self: &Arc<Self>, now: u64) -> Reservation {
+    /// A reservation of nothing yet for a body from `ip` whose reading starts at `now`.
+    pub fn open(self: &Arc<Self>, ip: Option<IpAddr>, now: u64) -> Reservation {
         let mut used = lock(&self.used);
         let id = used.next_id;
         used.next_id += 1;
         let cut = Arc::new(Notify::new());
         let held = Held {
+            ip: ip.map(|ip| ip.to_canonical()),
             bytes: 0,
             progress: now,
             reading: true,
@@ -116,7 +167,7 @@ impl BodyBudget {
 
     fn fits(&self, used: &Used) -> (bool, bool) {
         let total_fits = used.small + used.large <= self.total;
-        let large_fits = used.large <= self.total - self.small_reserve;
+        let large_fits = used.large + used.over_share <= self.total - self.small_reserve;
         (total_fits, large_fits)
     }
 
@@ -143,15 +194,18 @@ impl BodyBudget {
             return Err(OverBudget);
         };
         held.progress = now;
-        used.sub(from);
-        used.add(to);
+        let ip = held.ip;
+        let share = self.share;
+        used.sub(ip, from, share);
+        used.add(ip, to, share);
         loop {
             let (total_fits, large_fits) = self.fits(used);
             if to <= from || (total_fits && large_fits) {
                 break;
             }
-            // While large bodies are over their share only a large one makes room (for both).
-            let helps = |held: &Held| large_fits || held.bytes > SMALL_BODY;
+            // While the large bodies' part is over, only a body counted in it makes room (for
+            // both): a large one, or a small one from an address over its share.
+            let helps = |held: &Held| large_fits || used.frees_large_part(held, share);
             let victim = used
                 .held
                 .iter()
@@ -160,11 +214,11 @@ impl BodyBudget {
                 .min_by_key(|(_, h)| h.progress)
                 .map(|(&other, _)| other);
             let Some(victim) = victim.and_then(|v| used.held.remove(&v)) else {
-                used.sub(to);
-                used.add(from);
+                used.sub(ip, to, share);
+                used.add(ip, from, share);
                 return Err(OverBudget);
             };
-            used.sub(victim.bytes);
+            used.sub(victim.ip, victim.bytes, share);
             victim.cut.notify_one();
         }
         if let Some(held) = used.held.get_mut(&id) {
@@ -191,18 +245,10 @@ impl BodyBudget {
     fn release(&self, id: u64) {
         let mut used = lock(&self.used);
         if let Some(held) = used.held.remove(&id) {
-            used.sub(held.bytes);
+            used.sub(held.ip, held.bytes, self.share);
         }
         self.gauge
             .set(i64::try_from(used.small + used.large).unwrap_or(i64::MAX));
-    }
-}
-
-/// The counter a body of `bytes` is kept in.
-fn slot(used: &mut Used, bytes: usize) -> &mut usize {
-    match bytes <= SMALL_BODY {
-        true => &mut used.small,
-        false => &mut used.large,
     }
 }
 
@@ -262,7 +308,16 @@ mod tests {
     }
 
     fn reserve(b: &Arc<BodyBudget>, bytes: usize, now: u64) -> Result<Reservation, OverBudget> {
-        let mut r = b.open(now);
+        reserve_from(b, None, bytes, now)
+    }
+
+    fn reserve_from(
+        b: &Arc<BodyBudget>,
+        ip: Option<&str>,
+        bytes: usize,
+        now: u64,
+    ) -> Result<Reservation, OverBudget> {
+        let mut r = b.open(ip.map(|ip| ip.parse().unwrap()), now);
         r.grow_to(bytes, now)?;
         Ok(r)
     }
@@ -287,7 +342,7 @@ mod tests {
     #[test]
     fn a_body_that_sent_nothing_holds_nothing() {
         let b = budget(MI, 0);
-        let waiting: Vec<_> = (0..1000).map(|_| b.open(0)).collect();
+        let waiting: Vec<_> = (0..1000).map(|_| b.open(None, 0)).collect();
         assert_eq!(b.reserved(), 0);
         assert!(reserve(&b, MI, 0).is_ok());
         drop(waiting);
@@ -343,5 +398,35 @@ mod tests {
         assert_eq!(b.reserved(), SMALL_BODY + MI + 1);
         drop((small, large, newcomer));
         assert_eq!(b.reserved(), 0);
+    }
+
+    #[test]
+    fn one_address_holds_only_its_share_of_the_reserve() {
+        // 16 MiB, 8 of them the reserve: an address may hold 1 MiB of it.
+        let b = budget(16 * MI, 8 * MI);
+        let large = reserve(&b, 7 * MI, 600).unwrap();
+        // The large part (8 MiB) holds 7: one address's small bodies get its 1 MiB share and the
+        // 1 MiB the large ones left, no more.
+        let attacker: Vec<_> = (0..8)
+            .map(|_| reserve_from(&b, Some("10.0.0.2"), SMALL_BODY, 0).unwrap())
+            .collect();
+        assert!(reserve_from(&b, Some("10.0.0.2"), SMALL_BODY, 0).is_err());
+        // The same address written as IPv4-mapped IPv6 is the same peer.
+        assert!(reserve_from(&b, Some("::ffff:10.0.0.2"), 1, 0).is_err());
+        // Another address still has its share, and the large part takes no more.
+        let kube: Vec<_> = (0..4)
+            .map(|_| reserve_from(&b, Some("10.0.0.1"), SMALL_BODY, 0).unwrap())
+            .collect();
+        assert!(reserve(&b, MI + 1, 0).is_err());
+        assert_eq!(b.reserved(), 7 * MI + 3 * MI);
+        // A large newcomer cuts the attacker's waiting bodies beyond its share (four), not the
+        // other address's, nor the large body that has not waited long enough.
+        let newcomer = reserve(&b, MI, 1000).unwrap();
+        assert_eq!(b.reserved(), 7 * MI + MI + MI + MI);
+        drop((large, attacker, kube, newcomer));
+        assert_eq!(b.reserved(), 0);
+        let used = b.used.lock().unwrap();
+        assert!(used.small_by_ip.is_empty());
+        assert_eq!(used.over_share, 0);
     }
 }

@@ -9,6 +9,10 @@
 //! gets in. Only when every connection is busy on the server's side is the newcomer refused.
 //! An address at its share gives up its own longest-waiting connection the same way.
 //!
+//! The same share bounds the requests open at once from one address, over all its connections:
+//! with HTTP/1.1 a connection carries one at a time, so only HTTP/2 streams can reach it; the
+//! service wrapper ([`super::activity`]) answers a stream beyond it 503 at once.
+//!
 //! The per-address share is one layer among several (docs/reliability.md): behind a proxy, or on
 //! one node, an attacker and kube-apiserver may share an address, so nothing else relies on it.
 //! No I/O; time comes in as an argument.
@@ -50,7 +54,7 @@ impl Refused {
 
 /// What one connection is doing, as its requests and the body reader report it. Atomics: the
 /// request path never takes the listener's lock.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Tracker {
     /// Requests open (HTTP/2: streams); a request stays open until its answer is handed over.
     open: AtomicU32,
@@ -61,28 +65,74 @@ pub struct Tracker {
     progress: AtomicU64,
     /// Requests begun on this connection.
     begun: AtomicU64,
+    /// Requests open from this connection's peer address, over all its connections.
+    address: Arc<AtomicU32>,
+    /// The most the address may have open (`--max-connections-per-ip`).
+    share: u32,
+    /// Answers handed over but not yet taken by the protocol (an HTTP/2 stream waiting on the
+    /// client's flow-control window), and since when there have been some.
+    unsent: AtomicU32,
+    unsent_since: AtomicU64,
     /// The connection's task, aborted to evict it.
     task: OnceLock<AbortHandle>,
 }
 
+impl Default for Tracker {
+    /// A connection whose address has no share (tests).
+    fn default() -> Self {
+        Self::new(0, Arc::default(), u32::MAX)
+    }
+}
+
 impl Tracker {
-    fn new(now_ms: u64) -> Self {
-        let tracker = Self::default();
-        tracker.progress.store(now_ms, Ordering::Relaxed);
-        tracker
+    fn new(now_ms: u64, address: Arc<AtomicU32>, share: u32) -> Self {
+        Self {
+            open: AtomicU32::new(0),
+            reading: AtomicU32::new(0),
+            progress: AtomicU64::new(now_ms),
+            begun: AtomicU64::new(0),
+            address,
+            share,
+            unsent: AtomicU32::new(0),
+            unsent_since: AtomicU64::new(0),
+            task: OnceLock::new(),
+        }
     }
 
     /// A request begins; returns how many have begun on this connection so far.
     pub fn begin(&self, now_ms: u64) -> u64 {
         self.open.fetch_add(1, Ordering::Relaxed);
+        self.address.fetch_add(1, Ordering::Relaxed);
         self.progress.store(now_ms, Ordering::Relaxed);
         self.begun.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// A request's answer has been handed over.
+    /// A request's answer has been handed over (it may still wait to be sent: [`Self::sent`]).
     pub fn end(&self, now_ms: u64) {
         self.open.fetch_sub(1, Ordering::Relaxed);
+        self.address.fetch_sub(1, Ordering::Relaxed);
         self.progress.store(now_ms, Ordering::Relaxed);
+        if self.unsent.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.unsent_since.store(now_ms, Ordering::Relaxed);
+        }
+    }
+
+    /// An answer handed over has been taken by the protocol, or dropped.
+    pub fn sent(&self) {
+        self.unsent.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Whether the peer address has more requests open than its share.
+    pub fn address_over_share(&self) -> bool {
+        self.address.load(Ordering::Relaxed) > self.share
+    }
+
+    /// Since when answers have waited to be taken, if some do.
+    pub fn unsent_since(&self) -> Option<u64> {
+        match self.unsent.load(Ordering::Relaxed) {
+            0 => None,
+            _ => Some(self.unsent_since.load(Ordering::Relaxed)),
+        }
     }
 
     /// A request starts (`true`) or stops (`false`) waiting for body bytes.
@@ -136,10 +186,17 @@ struct Entry {
     tracker: Arc<Tracker>,
 }
 
+/// One address's connections, and the requests open on them.
+#[derive(Debug, Default)]
+struct PerIp {
+    conns: usize,
+    requests: Arc<AtomicU32>,
+}
+
 #[derive(Debug, Default)]
 struct Open {
     /// Only addresses with an open connection: at most `max` entries.
-    by_ip: HashMap<IpAddr, usize>,
+    by_ip: HashMap<IpAddr, PerIp>,
     conns: HashMap<u64, Entry>,
     next_id: u64,
 }
@@ -168,9 +225,9 @@ impl Open {
 
     fn remove(&mut self, id: u64) -> Option<Entry> {
         let entry = self.conns.remove(&id)?;
-        if let Some(n) = self.by_ip.get_mut(&entry.ip) {
-            *n -= 1;
-            if *n == 0 {
+        if let Some(per_ip) = self.by_ip.get_mut(&entry.ip) {
+            per_ip.conns -= 1;
+            if per_ip.conns == 0 {
                 self.by_ip.remove(&entry.ip);
             }
         }
@@ -212,7 +269,7 @@ impl ConnLimits {
         let ip = ip.to_canonical();
         let mut open = lock(&self.open);
         let mut evicted = false;
-        if open.by_ip.get(&ip).copied().unwrap_or(0) >= self.per_ip {
+        if open.by_ip.get(&ip).map_or(0, |p| p.conns) >= self.per_ip {
             let victim = open.victim(Some(ip)).ok_or(Refused::PerIp)?;
             open.evict(victim);
             evicted = true;
@@ -223,13 +280,15 @@ impl ConnLimits {
         }
         let id = open.next_id;
         open.next_id += 1;
-        let tracker = Arc::new(Tracker::new(now_ms));
+        let per_ip = open.by_ip.entry(ip).or_default();
+        per_ip.conns += 1;
+        let share = u32::try_from(self.per_ip).unwrap_or(u32::MAX);
+        let tracker = Arc::new(Tracker::new(now_ms, per_ip.requests.clone(), share));
         let entry = Entry {
             ip,
             tracker: tracker.clone(),
         };
         open.conns.insert(id, entry);
-        *open.by_ip.entry(ip).or_default() += 1;
         self.gauge.set(gauge_value(open.conns.len()));
         let slot = ConnSlot {
             limits: self.clone(),
@@ -318,7 +377,7 @@ mod tests {
         assert!(admitted.evicted);
         let open = limits.open.lock().unwrap();
         assert!(!open.conns.contains_key(&a3.id));
-        assert_eq!((open.by_ip[&a], open.by_ip[&kube]), (2, 1));
+        assert_eq!((open.by_ip[&a].conns, open.by_ip[&kube].conns), (2, 1));
         drop(open);
         // The evicted slot's drop frees nothing twice.
         drop(a3);
@@ -344,8 +403,32 @@ mod tests {
         assert!(third.evicted);
         let open = limits.open.lock().unwrap();
         assert!(!open.conns.contains_key(&first.id));
-        assert_eq!(open.by_ip[&a], 2);
+        assert_eq!(open.by_ip[&a].conns, 2);
         drop(open);
         drop((first, second, third));
+    }
+
+    #[test]
+    fn an_address_may_have_as_many_requests_open_as_connections_over_all_of_them() {
+        let limits = ConnLimits::new(8, 2, Gauge::default());
+        let (a, b) = (ip("10.0.0.1"), ip("10.0.0.2"));
+        let (a1, a2) = (
+            limits.admit(a, 0).unwrap().slot,
+            limits.admit(a, 0).unwrap().slot,
+        );
+        let b1 = limits.admit(b, 0).unwrap().slot;
+        a1.tracker().begin(1);
+        a1.tracker().begin(1);
+        assert!(!a2.tracker().address_over_share());
+        a2.tracker().begin(2);
+        assert!(a1.tracker().address_over_share() && a2.tracker().address_over_share());
+        assert!(!b1.tracker().address_over_share());
+        a2.tracker().end(3);
+        assert!(!a1.tracker().address_over_share());
+        // The ended answer waits to be sent until the protocol takes it.
+        assert_eq!(a2.tracker().unsent_since(), Some(3));
+        a2.tracker().sent();
+        assert_eq!(a2.tracker().unsent_since(), None);
+        drop((a1, a2, b1));
     }
 }

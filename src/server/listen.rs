@@ -202,6 +202,7 @@ async fn connection(
         keep_alive: KEEP_ALIVE,
         max_life: MAX_LIFE,
         max_requests: MAX_REQUESTS,
+        unsent: serving.write_timeout,
     };
     let (tracker, clock) = (peer.tracker.clone(), peer.clock);
     let watchdog = activity::watchdog(&tracker, clock, opened, limits);
@@ -243,6 +244,7 @@ where
         _ = closed.wait_for(|&closed| closed) => false,
         end = watchdog => match end {
             End::NeverUsed => return Err("no request within the header-read timeout".into()),
+            End::Unsent => return Err("the client did not take its answers in time".into()),
             End::Idle | End::Retired => {
                 tracing::debug!(?end, "finishing a connection");
                 true

@@ -22,7 +22,7 @@ use tokio::sync::Semaphore;
 
 use super::activity::{Clock, Peer};
 use super::body::{self, Error as BodyError};
-pub use super::body::{BODY_LIMIT, STALL};
+pub use super::body::{BODY_LIMIT, FIRST_BYTE, STALL};
 use super::budget::{BodyBudget, Reservation};
 use super::metrics::{Exposition, Metrics, Outcome};
 use super::readiness::{Readiness, Status};

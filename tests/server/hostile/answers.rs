@@ -73,13 +73,7 @@ async fn answers_stay_small_whatever_the_review_holds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_nobody_reads_hold_no_memory() {
-    let served = Arc::new(Served::start(DEPLOYMENT, None));
-    assert!(
-        attack::one_review(&mut served.h1().await, "warm-up")
-            .await
-            .is_some()
-    );
-    let baseline = served.memory("VmRSS");
+    let (served, baseline) = Served::warmed(DEPLOYMENT, None).await;
     let end = Instant::now() + Duration::from_secs(6);
     let bodies = [Arc::new(long_uid()), Arc::new(long_label())];
     let attackers: Vec<_> = (0..16)
@@ -116,7 +110,7 @@ async fn answers_nobody_reads_hold_no_memory() {
         task.abort();
     }
     let peak = served.memory("VmHWM");
-    let bound = baseline + served.arithmetic().admission();
+    let bound = served.memory_bound(baseline);
     println!(
         "16 answers never read: reviews {}/{} answered within 2 s (slowest {:.0} ms); RSS {:.1} \
          MiB idle, peak {:.1} MiB, bound {:.1} MiB",

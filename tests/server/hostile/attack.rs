@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use http_body_util::channel::Sender;
 use http_body_util::{BodyExt, Channel};
 use hyper::StatusCode;
 use tokio::net::TcpStream;
@@ -21,26 +22,61 @@ pub struct Ended {
     pub after: Duration,
 }
 
-/// Over `conn`, send the headers of a `size`-byte `/mutate` body, then all but its last byte,
-/// then nothing; return once the server answers or drops the connection.
-pub async fn stalled(mut conn: Conn, size: usize) -> Ended {
-    let started = Instant::now();
-    let (mut tx, body) = Channel::<Bytes, Infallible>::new(2);
+/// A `/mutate` request declaring a `size`-byte body, and the sender that feeds that body.
+pub fn declared(size: usize) -> (Sender<Bytes, Infallible>, hyper::Request<harness::Body>) {
+    let (tx, body) = Channel::<Bytes, Infallible>::new(2);
     let request = hyper::Request::post("/mutate?timeout=10s")
         .header("host", SERVER_NAME)
         .header("content-type", "application/json")
         .header("content-length", size)
         .body(body.boxed())
         .unwrap();
+    (tx, request)
+}
+
+/// Over `conn`, the headers of a `/mutate` request declaring `size` bytes, then nothing; the
+/// answer's status once the server gives one.
+pub async fn headers_only(conn: &mut Conn, size: usize) -> Option<StatusCode> {
+    let (tx, request) = declared(size);
+    let answer = conn.send(request).await;
+    drop(tx);
+    answer.ok().map(|(status, _)| status)
+}
+
+/// Over `conn`, send the headers of a `size`-byte `/mutate` body, then all but its last byte,
+/// then nothing; return once the server answers or drops the connection.
+pub async fn stalled(conn: Conn, size: usize) -> Ended {
+    dripping(conn, size, None).await
+}
+
+/// Bytes a dripping upload holds back, to send one at a time.
+const DRIPPED: usize = 64;
+
+/// Over `conn`, send the headers of a `size`-byte `/mutate` body and all but its last bytes;
+/// then, with `drip`, one byte every `drip` (never the last): a body that keeps arriving, so
+/// that it is never the one cut for another, until its pace or its deadline ends it; without,
+/// nothing more. Return once the server answers or drops the connection.
+pub async fn dripping(mut conn: Conn, size: usize, drip: Option<Duration>) -> Ended {
+    let started = Instant::now();
+    let (mut tx, request) = declared(size);
     let feeder = tokio::spawn(async move {
         let chunk = Bytes::from(vec![b' '; 64 * 1024]);
-        let mut left = size - 1;
+        let held_back = if drip.is_some() { DRIPPED } else { 1 };
+        let mut left = size - held_back;
         while left > 0 {
             let n = left.min(chunk.len());
             if tx.send_data(chunk.slice(..n)).await.is_err() {
-                break;
+                return;
             }
             left -= n;
+        }
+        if let Some(every) = drip {
+            for _ in 1..DRIPPED {
+                tokio::time::sleep(every).await;
+                if tx.send_data(chunk.slice(..1)).await.is_err() {
+                    return;
+                }
+            }
         }
         // Hold the body open: the last byte never comes.
         std::future::pending::<()>().await;
@@ -60,6 +96,15 @@ impl Ended {
         self.status
             .map_or("dropped".to_owned(), |s| s.as_u16().to_string())
     }
+}
+
+/// `GET path` with `token` as its bearer token (the status API's callers).
+pub fn get(path: &str, token: &str) -> hyper::Request<harness::Body> {
+    hyper::Request::get(path)
+        .header("host", SERVER_NAME)
+        .header("authorization", format!("Bearer {token}"))
+        .body(harness::full(Vec::new()))
+        .unwrap()
 }
 
 /// How often each answer came back.

@@ -6,19 +6,15 @@
 //! reviews on fresh connections are answered 200 within 2 s (at least 99 %), and the resident
 //! memory stays under the arithmetic's bound.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Channel};
 use hyper::StatusCode;
 
 use super::attack::{self, Answered};
-use super::served::{DEPLOYMENT, Served, mib};
+use super::served::{DEPLOYMENT, DEPLOYMENT_H2, Served, mib};
 use ksvc_webhook::server::budget::SMALL_BODY;
 use ksvc_webhook::server::routes::BODY_LIMIT;
-use support::harness::{Conn, SERVER_NAME};
 
 /// Requests held at once: enough declared bytes for the whole 64 MiB budget.
 const REQUESTS: usize = 96;
@@ -32,21 +28,6 @@ fn declared(i: usize) -> usize {
 /// How long the reviews are measured.
 const MEASURED: Duration = Duration::from_secs(10);
 
-/// Over `conn`, the headers of a `/mutate` request declaring `size` bytes, then nothing; the
-/// answer's status once the server gives one.
-async fn headers_only(conn: &mut Conn, size: usize) -> Option<StatusCode> {
-    let (tx, body) = Channel::<Bytes, Infallible>::new(1);
-    let request = hyper::Request::post("/mutate?timeout=10s")
-        .header("host", SERVER_NAME)
-        .header("content-type", "application/json")
-        .header("content-length", size)
-        .body(body.boxed())
-        .unwrap();
-    let answer = conn.send(request).await;
-    drop(tx);
-    answer.ok().map(|(status, _)| status)
-}
-
 /// Run the attack `one` (a loop of header-only requests) on `tasks` tasks while
 /// kube-apiserver's reviews are measured.
 async fn attacked<F, Fut>(what: &str, args: &[&str], tasks: usize, one: F)
@@ -54,13 +35,7 @@ where
     F: Fn(Arc<Served>, usize, Instant) -> Fut,
     Fut: Future<Output = Vec<Option<StatusCode>>> + Send + 'static,
 {
-    let served = Arc::new(Served::start(args, None));
-    assert!(
-        attack::one_review(&mut served.h1().await, "warm-up")
-            .await
-            .is_some()
-    );
-    let baseline = served.memory("VmRSS");
+    let (served, baseline) = Served::warmed(args, None).await;
     let end = Instant::now() + MEASURED;
     let attackers: Vec<_> = (0..tasks)
         .map(|i| tokio::spawn(one(served.clone(), i, end)))
@@ -76,7 +51,7 @@ where
         }
     }
     let peak = served.memory("VmHWM");
-    let bound = baseline + served.arithmetic().admission();
+    let bound = served.memory_bound(baseline);
     let most_held = served.metric("ksvc_webhook_admission_body_bytes ").await;
     println!(
         "{what}: reviews {}/{} answered within 2 s (slowest {:.0} ms); attack answered \
@@ -110,7 +85,7 @@ async fn header_only_requests_from_two_addresses_hold_nothing() {
                 let Ok(mut conn) = served.connect(from, &[b"http/1.1"]).await else {
                     continue;
                 };
-                answers.push(headers_only(&mut conn, declared(i)).await);
+                answers.push(attack::headers_only(&mut conn, declared(i)).await);
             }
             answers
         },
@@ -120,21 +95,10 @@ async fn header_only_requests_from_two_addresses_hold_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_only_http2_streams_from_one_address_hold_nothing() {
-    // With HTTP/2, fewer connections (docs/reliability.md): 64, 16 from one address.
-    let mut args: Vec<&str> = DEPLOYMENT
-        .iter()
-        .copied()
-        .filter(|a| !a.starts_with("--max-connections"))
-        .collect();
-    args.extend([
-        "--http2",
-        "--max-connections=64",
-        "--max-connections-per-ip=16",
-    ]);
     // Twelve connections of eight streams each.
     attacked(
         "96 header-only streams, HTTP/2",
-        &args,
+        DEPLOYMENT_H2,
         REQUESTS / 8,
         |served, i, end| async move {
             let mut answers = Vec::new();
@@ -150,7 +114,7 @@ async fn header_only_http2_streams_from_one_address_hold_nothing() {
                         tokio::spawn(async move {
                             let mut answers = Vec::new();
                             while Instant::now() < end {
-                                let answer = headers_only(&mut stream, size).await;
+                                let answer = attack::headers_only(&mut stream, size).await;
                                 answers.push(answer);
                                 if answer.is_none() {
                                     break;

@@ -55,13 +55,7 @@ fn forged() -> [Vec<u8>; 3] {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_reviews_costly_to_decide_leave_the_others_answered() {
-    let served = Arc::new(Served::start(DEPLOYMENT, None));
-    assert!(
-        attack::one_review(&mut served.h1().await, "warm-up")
-            .await
-            .is_some()
-    );
-    let baseline = served.memory("VmRSS");
+    let (served, baseline) = Served::warmed(DEPLOYMENT, None).await;
     let bodies = forged().map(Arc::new);
     let end = Instant::now() + Duration::from_secs(12);
     let attackers: Vec<_> = (0..6)
@@ -95,7 +89,7 @@ async fn forged_reviews_costly_to_decide_leave_the_others_answered() {
         answered.push(task.await.unwrap());
     }
     let peak = served.memory("VmHWM");
-    let bound = baseline + served.arithmetic().admission();
+    let bound = served.memory_bound(baseline);
     println!(
         "forged 7 MiB reviews: answers {answered:?}; reviews {}/{} answered within 2 s (slowest \
          {:.0} ms), probes {}/{}; RSS {:.1} MiB idle, peak {:.1} MiB, bound {:.1} MiB",

@@ -50,12 +50,7 @@ async fn long_uids(served: Arc<Served>, i: usize, end: Instant) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_long_uids_keeps_the_log_bounded_and_every_decision_line() {
-    let served = Arc::new(Served::start(DEPLOYMENT, None));
-    assert!(
-        one_review(&mut served.h1().await, "warm-up")
-            .await
-            .is_some()
-    );
+    let (served, _) = Served::warmed(DEPLOYMENT, None).await;
     let before = served.logs().len();
     let end = Instant::now() + FLOOD;
     let attackers: Vec<_> = (0..4 * PER_ATTACKER)

@@ -11,6 +11,7 @@ use clap::Parser;
 use ksvc_webhook::cli::{Cli, Command as Sub, serve};
 use ksvc_webhook::server::memory::Arithmetic;
 
+use super::attack::one_review;
 use support::FakeApi;
 use support::harness::{self, Conn, KillOnDrop, Pki, SecretDir};
 
@@ -37,6 +38,28 @@ pub const DEPLOYMENT: &[&str] = &[
     "--metrics-listen=127.0.0.1:0",
 ];
 
+/// The same with `--http2`, and the fewer connections docs/reliability.md asks for then: 64, 16
+/// from one address.
+pub const DEPLOYMENT_H2: &[&str] = &[
+    "--request-timeout=10s",
+    "--body-budget=64Mi",
+    "--small-body-reserve=16Mi",
+    "--max-connections=64",
+    "--max-connections-per-ip=16",
+    "--metrics-listen=127.0.0.1:0",
+    "--http2",
+];
+
+/// The allocator settings of the admission Deployment (manifests/base/deployment.yaml): memory
+/// committed on demand, and freed memory given back at once. The memory arithmetic is for them:
+/// with mimalloc's default delay, pages freed by bodies cut or refused stay resident a while
+/// and are counted beside the bodies that replace them (the HTTP/1.1 row of uploads.rs peaked
+/// 33 to 49 MiB over its baseline with the delay, 25 to 26 MiB without).
+const DEPLOYMENT_ENV: &[(&str, &str)] = &[
+    ("MIMALLOC_ARENA_EAGER_COMMIT", "0"),
+    ("MIMALLOC_PURGE_DELAY", "0"),
+];
+
 /// A running `serve`.
 pub struct Served {
     child: KillOnDrop,
@@ -51,8 +74,8 @@ pub struct Served {
 }
 
 impl Served {
-    /// `serve` with `args`, against `fake` (else `--no-watch`), with the memory settings of the
-    /// Deployment; returns once it listens.
+    /// `serve` with `args`, against `fake` (else `--no-watch`), with the allocator settings of
+    /// the Deployment ([`DEPLOYMENT_ENV`]); returns once it listens.
     pub fn start(args: &[&str], fake: Option<&FakeApi>) -> Self {
         let pki = Pki::new();
         let secret = SecretDir::new(&pki.leaf.cert_pem, &pki.leaf.key_pem);
@@ -65,7 +88,7 @@ impl Served {
             None => command.arg("--no-watch"),
         };
         let mut child = command
-            .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+            .envs(DEPLOYMENT_ENV.iter().copied())
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .spawn()
@@ -107,6 +130,27 @@ impl Served {
             _secret: secret,
             _dir: dir,
         }
+    }
+
+    /// [`Self::start`], then [`Self::warm_up`]: where every attack starts, and its baseline.
+    pub async fn warmed(args: &[&str], fake: Option<&FakeApi>) -> (Arc<Self>, u64) {
+        let served = Self::start(args, fake);
+        let baseline = served.warm_up().await;
+        (Arc::new(served), baseline)
+    }
+
+    /// One well-formed review answered (code paths and buffers touched once), then the resident
+    /// memory: the baseline the memory bound is added to.
+    pub async fn warm_up(&self) -> u64 {
+        let answered = one_review(&mut self.h1().await, "warm-up").await;
+        assert!(answered.is_some(), "the warm-up review was not answered");
+        self.memory("VmRSS")
+    }
+
+    /// The most the resident memory may reach from `baseline`: what admission may add by the
+    /// arithmetic of docs/reliability.md for this server's flags.
+    pub fn memory_bound(&self, baseline: u64) -> u64 {
+        baseline + self.arithmetic().admission()
     }
 
     /// The plain probe listener's address (`--metrics-listen`).

@@ -51,13 +51,7 @@ where
     F: Fn(Arc<Served>, IpAddr) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let served = Arc::new(Served::start(DEPLOYMENT, None));
-    assert!(
-        attack::one_review(&mut served.h1().await, "warm-up")
-            .await
-            .is_some()
-    );
-    let baseline = served.memory("VmRSS");
+    let (served, baseline) = Served::warmed(DEPLOYMENT, None).await;
     let attack_ends = Instant::now() + Duration::from_secs(60);
     let attackers: Vec<_> = (0..4 * PER_ATTACKER)
         .map(|i| {
@@ -88,7 +82,7 @@ where
         task.abort();
     }
     let peak = served.memory("VmHWM");
-    let bound = baseline + served.arithmetic().admission();
+    let bound = served.memory_bound(baseline);
     println!(
         "{what}: reviews {}/{} answered within 2 s (slowest {:.0} ms), probes {}/{} \
          (slowest {:.0} ms); {evicted} connections closed to make room; RSS {:.1} MiB idle, peak {:.1} MiB, bound {:.1} MiB",

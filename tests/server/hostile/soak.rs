@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::attack::{self, one_review};
 use super::served::{Served, mib};
-use support::harness::{self, Conn, SERVER_NAME};
+use support::harness::Conn;
 use support::poll;
 use support::{FakeApi, ksvc};
 
@@ -42,14 +42,6 @@ impl Tally {
 
 fn attacker(i: usize) -> Option<IpAddr> {
     Some(IpAddr::from([127, 0, 0, 2 + u8::try_from(i % 8).unwrap()]))
-}
-
-fn get(path: &str, token: &str) -> hyper::Request<harness::Body> {
-    hyper::Request::get(path)
-        .header("host", SERVER_NAME)
-        .header("authorization", format!("Bearer {token}"))
-        .body(harness::full(Vec::new()))
-        .unwrap()
 }
 
 /// Run `one` (with a fresh connection from attacker `i` whenever the last one broke) until `end`.
@@ -180,7 +172,7 @@ fn attacks(served: &Arc<Served>, end: Instant, tally: &Tally) -> Vec<tokio::task
             async move {
                 let name = format!("{}{n}", "n".repeat(8 * 1024));
                 let answer = c
-                    .send(get(&format!("/apps/ns-{i}/{name}"), "t-nobody"))
+                    .send(attack::get(&format!("/apps/ns-{i}/{name}"), "t-nobody"))
                     .await;
                 t.add("long name on /apps/{ns}/{name}", status(&answer));
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -193,7 +185,9 @@ fn attacks(served: &Arc<Served>, end: Instant, tally: &Tally) -> Vec<tokio::task
         move |mut c, n| {
             let t = t.clone();
             async move {
-                let answer = c.send(get("/apps", &format!("garbage-{i}-{n}"))).await;
+                let answer = c
+                    .send(attack::get("/apps", &format!("garbage-{i}-{n}")))
+                    .await;
                 t.add("garbage token on /apps", status(&answer));
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 answer.ok().map(|_| c)
@@ -223,7 +217,7 @@ fn attacks(served: &Arc<Served>, end: Instant, tally: &Tally) -> Vec<tokio::task
         move |mut c, _| {
             let t = t.clone();
             async move {
-                let stream = c.send(get("/apps/watch", "t-viewer"));
+                let stream = c.send(attack::get("/apps/watch", "t-viewer"));
                 let until = tokio::time::Instant::from_std(end);
                 let outcome = match tokio::time::timeout_at(until, stream).await {
                     Err(_) => "open to the end".to_owned(),
@@ -300,16 +294,17 @@ async fn soak_every_attack_at_once_while_reviews_keep_succeeding() {
     let served = Served::start(&args, Some(&fake));
     let s = &served;
     let synced = || async move {
-        s.h1().await.send(get("/apps", "t-viewer")).await.unwrap().0 == StatusCode::OK
+        s.h1()
+            .await
+            .send(attack::get("/apps", "t-viewer"))
+            .await
+            .unwrap()
+            .0
+            == StatusCode::OK
     };
     let start = Duration::from_secs(30);
     poll::until_async("the status API serves the cache", start, synced).await;
-    assert!(
-        one_review(&mut served.h1().await, "warm-up")
-            .await
-            .is_some()
-    );
-    let baseline = served.memory("VmRSS");
+    let baseline = served.warm_up().await;
     let served = Arc::new(served);
     // The same client without attackers, for comparison.
     let (quiet, quiet_failed) =
@@ -338,8 +333,7 @@ async fn soak_every_attack_at_once_while_reviews_keep_succeeding() {
         task.abort();
     }
     let peak = served.memory("VmHWM");
-    let arithmetic = served.arithmetic();
-    let bound = baseline + arithmetic.admission() + OTHERS;
+    let bound = served.memory_bound(baseline) + OTHERS;
     let api_calls = fake.requests().len() - reviews_before;
     let total = latencies.len() + failed;
     let success = latencies.len() as f64 / total as f64;

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::attack;
 use super::served::{DEPLOYMENT, Served};
-use support::harness::{self, SERVER_NAME};
+use support::harness::SERVER_NAME;
 use support::poll;
 use support::{FakeApi, ksvc};
 
@@ -23,14 +23,6 @@ const SLOW: Duration = Duration::from_secs(1);
 const PER_ATTACKER: usize = 4;
 /// How long the flood runs: past the stream's first re-check (10 s) and its token's expiry.
 const FLOOD: Duration = Duration::from_secs(14);
-
-fn get(path: &str, token: &str) -> hyper::Request<harness::Body> {
-    hyper::Request::get(path)
-        .header("host", SERVER_NAME)
-        .header("authorization", format!("Bearer {token}"))
-        .body(harness::full(Vec::new()))
-        .unwrap()
-}
 
 /// Until `end`, distinct garbage tokens on `/apps` over one connection from `from`, with
 /// how often each status came back.
@@ -51,7 +43,7 @@ async fn garbage(served: Arc<Served>, from: IpAddr, id: usize, end: Instant) -> 
             },
         };
         let token = format!("garbage-{from}-{id}-{n}");
-        if let Ok((status, _)) = c.send(get("/apps/apps/app-0", &token)).await {
+        if let Ok((status, _)) = c.send(attack::get("/apps/apps/app-0", &token)).await {
             seen.push(status);
             conn = Some(c);
         }
@@ -69,7 +61,7 @@ async fn known(served: Arc<Served>, end: Instant) -> Vec<StatusCode> {
         n += 1;
         let path = format!("/apps/apps/app-{}", n % 20);
         let mut conn = served.h1().await;
-        let (status, _) = conn.send(get(&path, "t-viewer")).await.unwrap();
+        let (status, _) = conn.send(attack::get(&path, "t-viewer")).await.unwrap();
         seen.push(status);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -143,7 +135,7 @@ async fn garbage_tokens_from_four_pods_leave_new_and_known_callers_their_share()
     let served = Served::start(&args, Some(&fake));
     let s = &served;
     let synced = || async move {
-        let answer = s.h1().await.send(get("/apps", "t-viewer")).await;
+        let answer = s.h1().await.send(attack::get("/apps", "t-viewer")).await;
         answer.is_ok_and(|(status, _)| status == StatusCode::OK)
     };
     poll::until_async("the status API serves the cache", poll::LIMIT, synced).await;
@@ -166,7 +158,7 @@ async fn garbage_tokens_from_four_pods_leave_new_and_known_callers_their_share()
     poll::until_async("the flood is under way", poll::LIMIT, flooding).await;
     let mut fresh = served.h1().await;
     let (status, body) = fresh
-        .send(get("/apps/apps/app-1", "t-fresh"))
+        .send(attack::get("/apps/apps/app-1", "t-fresh"))
         .await
         .unwrap();
     assert_eq!(
