@@ -25,9 +25,9 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::files::{self, File};
+use super::keeper::PolicySwitch;
 use super::metrics::{self, Config, Published};
 use super::plan::{self, Plan, Policy};
-use super::policy::FailurePolicy;
 use super::state::{self, SecretData};
 use super::{CertArgs, Error, FILE_CA_CRT, FILE_TLS_CRT, FILE_TLS_KEY, Result, issue};
 use crate::certmgr::pki;
@@ -73,7 +73,8 @@ pub struct Manager {
     policy: Policy,
     cert_dir: PathBuf,
     call_timeout: StdDuration,
-    failure_policy: FailurePolicy,
+    /// The failurePolicy switch, run after each publication of the bundle.
+    switch: PolicySwitch,
     /// Whether this replica's listener answered its own probe ([`super::probe`]).
     answered: watch::Receiver<bool>,
     /// The API call started last, named in the error when the start-up budget cuts it short.
@@ -85,9 +86,18 @@ impl Manager {
     /// A manager for the Secret, Service and webhook configuration named in `args`, writing
     /// into `cert_dir`, with the default [`Policy`].
     pub fn new(client: Client, args: &CertArgs, cert_dir: impl Into<PathBuf>) -> Self {
+        let webhooks = Api::all(client.clone());
+        // No listener to wait for unless `with_answered` gives one.
+        let answered = watch::channel(true).1;
+        let switch = PolicySwitch::new(
+            webhooks.clone(),
+            &args.webhook_config_name,
+            args.failure_policy,
+            answered.clone(),
+        );
         Self {
             secrets: Api::namespaced(client.clone(), &args.namespace),
-            webhooks: Api::all(client.clone()),
+            webhooks,
             guards: Api::all(client),
             secret_name: args.cert_secret.clone(),
             namespace: args.namespace.clone(),
@@ -97,9 +107,8 @@ impl Manager {
             policy: Policy::default(),
             cert_dir: cert_dir.into(),
             call_timeout: CALL_TIMEOUT,
-            failure_policy: args.failure_policy,
-            // No listener to wait for unless `with_answered` gives one.
-            answered: watch::channel(true).1,
+            switch,
+            answered,
             last_call: Arc::new(Mutex::new("no call yet")),
             metrics: metrics::Metrics::default(),
         }
@@ -118,6 +127,7 @@ impl Manager {
     /// The same manager waiting for `answered` (this replica's own probe) before it writes
     /// `failurePolicy: Fail`.
     pub fn with_answered(mut self, answered: watch::Receiver<bool>) -> Self {
+        self.switch = self.switch.with_answered(answered.clone());
         self.answered = answered;
         self
     }
@@ -148,7 +158,7 @@ impl Manager {
                 let published = published? == Published::Patched;
                 let guard = self.publish_to_guard(&bundle).await;
                 // Boxed: the round's future stays small enough for a test thread's stack.
-                let policy_set = Box::pin(self.enforce_policy(&bundle)).await;
+                let policy_set = Box::pin(self.switch.enforce(&bundle)).await;
                 (published | guard, policy_set)
             }
             false => (false, false),
