@@ -73,8 +73,9 @@ pub struct Manager {
     policy: Policy,
     cert_dir: PathBuf,
     call_timeout: StdDuration,
-    /// The failurePolicy switch, run after each publication of the bundle.
-    switch: PolicySwitch,
+    /// The failurePolicy switch, run after each publication of the bundle (`None` where the
+    /// [`super::keeper`] holds the policy, as in `serve`).
+    switch: Option<PolicySwitch>,
     /// Whether this replica's listener answered its own probe ([`super::probe`]).
     answered: watch::Receiver<bool>,
     /// The API call started last, named in the error when the start-up budget cuts it short.
@@ -107,7 +108,7 @@ impl Manager {
             policy: Policy::default(),
             cert_dir: cert_dir.into(),
             call_timeout: CALL_TIMEOUT,
-            switch,
+            switch: Some(switch),
             answered,
             last_call: Arc::new(Mutex::new("no call yet")),
             metrics: metrics::Metrics::default(),
@@ -127,8 +128,15 @@ impl Manager {
     /// The same manager waiting for `answered` (this replica's own probe) before it writes
     /// `failurePolicy: Fail`.
     pub fn with_answered(mut self, answered: watch::Receiver<bool>) -> Self {
-        self.switch = self.switch.with_answered(answered.clone());
+        self.switch = self.switch.map(|s| s.with_answered(answered.clone()));
         self.answered = answered;
+        self
+    }
+
+    /// The same manager leaving the failurePolicy alone: [`super::keeper::Keeper`] holds it
+    /// (`serve` runs one beside the manager), so one writer switches it.
+    pub fn without_policy_switch(mut self) -> Self {
+        self.switch = None;
         self
     }
 
@@ -158,7 +166,10 @@ impl Manager {
                 let published = published? == Published::Patched;
                 let guard = self.publish_to_guard(&bundle).await;
                 // Boxed: the round's future stays small enough for a test thread's stack.
-                let policy_set = Box::pin(self.switch.enforce(&bundle)).await;
+                let policy_set = match &self.switch {
+                    Some(switch) => Box::pin(switch.enforce(&bundle)).await,
+                    None => false,
+                };
                 (published | guard, policy_set)
             }
             false => (false, false),
@@ -451,14 +462,12 @@ impl Manager {
 /// and whenever `leader` changes; abort the returned handle at shutdown.
 ///
 /// `leader` is the Lease election's view (true while this replica leads). A single replica
-/// without election may pass a receiver that is always `true`. `answered` turns `true` once
-/// the replica's listener answered its own probe; only then does the leader write
-/// `failurePolicy: Fail`.
+/// without election may pass a receiver that is always `true`. The webhook's failurePolicy is
+/// left to [`super::keeper::Keeper`], which `serve` runs beside.
 pub async fn start(
     client: Client,
     args: &CertArgs,
     leader: watch::Receiver<bool>,
-    answered: watch::Receiver<bool>,
     cert_dir: PathBuf,
     metrics: metrics::Metrics,
 ) -> Result<Option<JoinHandle<()>>> {
@@ -468,7 +477,7 @@ pub async fn start(
     }
     let manager = Manager::new(client, args, cert_dir)
         .with_metrics(metrics)
-        .with_answered(answered);
+        .without_policy_switch();
     // Boxed: a caller that spawns many starts (the fault tests) moves a small future.
     Box::pin(manager.bootstrap(&leader, args.cert_bootstrap_timeout)).await?;
     let period = args.cert_sync_interval;

@@ -215,15 +215,8 @@ async fn serve(
     }
     let cabundle_metrics = certmgr::metrics::Metrics::register(server.registry_mut());
     let (answered, answered_rx) = tokio::sync::watch::channel(false);
-    let answered_policy = answered_rx.clone();
-    let certificates = manage_certificates(
-        &args,
-        &options,
-        election.leader(),
-        answered_rx,
-        cabundle_metrics,
-    )
-    .await?;
+    let certificates =
+        manage_certificates(&args, &options, election.leader(), cabundle_metrics).await?;
     let bound = server.bind().await?;
     // The leader switches the webhook to --failure-policy once this listener answered through
     // TLS with the CA it serves, and keeps it there.
@@ -244,7 +237,7 @@ async fn serve(
             ca_file,
             period: args.certs.cert_sync_interval,
         };
-        let answered = answered_policy.clone();
+        let answered = answered_rx.clone();
         tokio::spawn(keeper.run(args.client.clone(), election.leader(), answered))
     });
     let memory = server::memory::Arithmetic::of_role(&options, args.role);
@@ -301,7 +294,6 @@ async fn manage_certificates(
     args: &ServeArgs,
     options: &server::Options,
     leader: tokio::sync::watch::Receiver<bool>,
-    answered: tokio::sync::watch::Receiver<bool>,
     metrics: certmgr::metrics::Metrics,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     if args.certs.self_managed_certs != Some(true) {
@@ -316,16 +308,9 @@ async fn manage_certificates(
                  serve the files in --tls-dir/--tls-cert instead): {e}"
             )
         })?;
-    let task = certmgr::start(
-        client,
-        &args.certs,
-        leader,
-        answered,
-        cert_dir(options),
-        metrics,
-    )
-    .await
-    .context("cannot set up the self-managed certificates")?;
+    let task = certmgr::start(client, &args.certs, leader, cert_dir(options), metrics)
+        .await
+        .context("cannot set up the self-managed certificates")?;
     Ok(task)
 }
 
