@@ -60,6 +60,17 @@ fn args(policy: FailurePolicy) -> CertArgs {
     }
 }
 
+/// `serve` with `flags`, its output dropped; killed when the guard drops.
+fn quiet(mut serve: std::process::Command, flags: &[&str]) -> KillOnDrop {
+    let child = serve
+        .args(flags)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    KillOnDrop(Some(child))
+}
+
 fn policy(api: &FakeApi) -> Value {
     api.get(CONFIGS, "", CONFIG).unwrap()["webhooks"][0]["failurePolicy"].clone()
 }
@@ -151,13 +162,8 @@ async fn serve_switches_to_fail_once_its_own_listener_answers() {
     let api = installed().await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = api.kubeconfig(dir.path());
-    let child = support::cli::self_managed_serve(&kubeconfig, &dir.path().join("certs"))
-        .arg("--failure-policy=Fail")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = KillOnDrop(Some(child));
+    let serve = support::cli::self_managed_serve(&kubeconfig, &dir.path().join("certs"));
+    let server = quiet(serve, &["--failure-policy=Fail"]);
     let switched = || async { policy(&api) == "Fail" };
     poll::until_async(
         "the leader writes failurePolicy Fail",
@@ -184,13 +190,8 @@ async fn serve_puts_fail_back_when_a_reapply_sets_ignore() {
     let api = installed().await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = api.kubeconfig(dir.path());
-    let child = support::cli::self_managed_serve(&kubeconfig, &dir.path().join("certs"))
-        .args(["--failure-policy=Fail", "--cert-sync-interval=5m"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _server = KillOnDrop(Some(child));
+    let serve = support::cli::self_managed_serve(&kubeconfig, &dir.path().join("certs"));
+    let _server = quiet(serve, &["--failure-policy=Fail", "--cert-sync-interval=5m"]);
     let switched = || async { policy(&api) == "Fail" };
     poll::until_async("the leader writes Fail", poll::LIMIT, switched).await;
     api.edit(CONFIGS, "", CONFIG, |c| {
@@ -222,29 +223,13 @@ async fn with_cert_manager_fail_waits_for_cainjectors_bundle() {
         .unwrap();
     assert!(made.status.success(), "{made:?}");
     let kubeconfig = api.kubeconfig(dir.path());
-    let child = std::process::Command::new(support::cli::bin())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--no-watch",
-            "--workers",
-            "1",
-        ])
-        .args([
-            "--cert-manager",
-            "--failure-policy=Fail",
-            "--cert-sync-interval=5m",
-        ])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--tls-dir")
-        .arg(&certs)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _server = KillOnDrop(Some(child));
+    let serve = support::cli::serve_in_cluster(&kubeconfig, &certs);
+    let flags = [
+        "--cert-manager",
+        "--failure-policy=Fail",
+        "--cert-sync-interval=5m",
+    ];
+    let _server = quiet(serve, &flags);
     // Its own listener answers, but the configuration carries no CA yet: Ignore holds.
     poll::until_async(
         "the leader watches its configuration",
