@@ -344,6 +344,59 @@ mod tests {
         );
     }
 
+    /// `--cert-manager` serves the mounted files and keeps the failurePolicy switch (its Lease
+    /// and the mutating configuration, no Secret); plain files switch nothing and elect nobody
+    /// in the admission part.
+    #[test]
+    fn cert_manager_serves_files_and_keeps_the_policy_switch() {
+        use crate::server::role::Role;
+        use serve::{CertMode, api_calls};
+        let serve = |extra: &[&str]| {
+            let args = ["ksvc-webhook", "serve"].iter().chain(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args,
+                _ => panic!("not serve"),
+            }
+        };
+        let cases: [(&[&str], bool, CertMode); 5] = [
+            (&["--cert-manager"], true, CertMode::CertManager),
+            (
+                &[
+                    "--cert-manager",
+                    "--self-managed-certs=false",
+                    "--tls-dir",
+                    "x",
+                ],
+                true,
+                CertMode::CertManager,
+            ),
+            (&["--tls-dir", "x"], true, CertMode::Files),
+            (&[], true, CertMode::SelfManaged),
+            (&[], false, CertMode::Files),
+        ];
+        for (flags, in_cluster, mode) in cases {
+            assert_eq!(CertMode::of(&serve(flags), in_cluster), mode, "{flags:?}");
+        }
+        let resources = |mode| -> Vec<&str> {
+            let calls = api_calls(Role::Admission, mode);
+            calls
+                .iter()
+                .flat_map(|c| c.iter())
+                .map(|c| c.resource)
+                .collect()
+        };
+        let cert_manager = resources(CertMode::CertManager);
+        assert!(!cert_manager.contains(&"secrets"), "{cert_manager:?}");
+        assert!(cert_manager.contains(&"leases"), "{cert_manager:?}");
+        assert!(cert_manager.contains(&"mutatingwebhookconfigurations"));
+        let files = resources(CertMode::Files);
+        assert!(!files.contains(&"leases"), "{files:?}");
+        assert!(
+            !files.contains(&"mutatingwebhookconfigurations"),
+            "{files:?}"
+        );
+    }
+
     #[test]
     fn every_flag_is_documented() {
         fn walk(cmd: &clap::Command) {
