@@ -4,7 +4,8 @@
 //! answered, the policy is `Fail`: an invalid KService is refused, and with the process gone a
 //! write is refused too. The app created in the gap is in the drift report. A re-apply of the
 //! manifests, which say `Ignore`, is put back to `Fail` by the leader's watch at once: the test
-//! prints how long `Ignore` stood (docs/install.md quotes it).
+//! prints how long `Ignore` stood (docs/install.md quotes it); server-side without
+//! `--force-conflicts`, the apply fails on the conflict and `Fail` stays.
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -92,6 +93,17 @@ fn a_write_before_the_webhook_answered_passes_and_shows_in_drift_then_fail_holds
 fn reapplied_ignore_is_put_back_at_once(plane: &ControlPlane, webhook: &Webhook) {
     const SEEN: &str = "failurePolicy is not the configured one";
     const SET: &str = "webhook failurePolicy set";
+    // Server-side without --force-conflicts: the server owns failurePolicy since its switch, so
+    // the apply of that object fails on the conflict and Fail stays.
+    let conflict = plane.kubectl(&["apply", "--server-side", "-k", "target/e2e/install"]);
+    assert_ne!(conflict.code, Some(0), "{}", conflict.stdout);
+    assert!(
+        conflict.stderr.contains("conflict") && conflict.stderr.contains("failurePolicy"),
+        "{}",
+        conflict.stderr
+    );
+    let config = plane.get_json(&["mutatingwebhookconfiguration", MUTATING]);
+    assert_eq!(config["webhooks"][0]["failurePolicy"], "Fail");
     for (how, args) in [
         (
             "kubectl apply -k",
