@@ -144,6 +144,21 @@ pub struct Keeper {
 }
 
 impl Keeper {
+    /// The trigger a watch event of the configuration makes (`None`: the list's markers and a
+    /// delete, which leave nothing to switch).
+    fn changed(&self, event: watcher::Event<MutatingWebhookConfiguration>) -> Option<Trigger> {
+        match event {
+            watcher::Event::Apply(config) | watcher::Event::InitApply(config) => {
+                let differs = config.webhooks.iter().flatten().any(|h| {
+                    // An unset policy is kube-apiserver's default, Fail.
+                    h.failure_policy.as_deref().unwrap_or("Fail") != self.want.as_str()
+                });
+                Some(Trigger::Changed { differs })
+            }
+            watcher::Event::Init | watcher::Event::InitDone | watcher::Event::Delete(_) => None,
+        }
+    }
+
     /// Connect (retrying in the background), then watch the configuration and keep its
     /// failurePolicy while `leader` says this replica leads. Runs until the task is aborted.
     pub async fn run(
@@ -176,13 +191,10 @@ impl Keeper {
                     Trigger::Answered
                 }
                 event = events.next() => match event {
-                    Some(Ok(watcher::Event::Apply(config) | watcher::Event::InitApply(config))) => {
-                        let differs = config.webhooks.iter().flatten().any(|h| {
-                            h.failure_policy.as_deref().unwrap_or("Fail") != self.want.as_str()
-                        });
-                        Trigger::Changed { differs }
-                    }
-                    Some(Ok(_)) => continue,
+                    Some(Ok(event)) => match self.changed(event) {
+                        Some(trigger) => trigger,
+                        None => continue,
+                    },
                     Some(Err(error)) => {
                         warn!(config = %self.config, error = %error_chain(&error), "webhook configuration watch failed; resuming with backoff, the periodic round still checks the failurePolicy");
                         continue;
