@@ -8,7 +8,7 @@
 # Everything lives in $E2E_DIR (default target/e2e/cluster, git-ignored): the CA and
 # certificates, the service-account key, etcd's data, one log per process (etcd.log,
 # kube-apiserver.log, kube-controller-manager.log), one PID file per process, `kubeconfig` (the
-# admin user, O=system:masters), `audit.log` (every request of the webhook's ServiceAccount and
+# admin user, O=system:masters), `audit.log` (every request of the two parts' ServiceAccounts and
 # every Revision delete, as kube-apiserver's audit log: the RBAC tests read it) and `env`, the file the tests read (KUBECONFIG, the ports, the
 # binaries' directories). Every port is a free one on 127.0.0.1, picked at start; E2E_API_PORT
 # (and E2E_ETCD_PORT, E2E_ETCD_PEER_PORT, E2E_KCM_PORT) fix one instead. E2E_APISERVER_ARGS adds
@@ -147,7 +147,7 @@ kind: Policy
 omitStages: [RequestReceived]
 rules:
   - level: Metadata
-    users: ["system:serviceaccount:ksvc-system:ksvc-webhook"]
+    users: ["system:serviceaccount:ksvc-system:ksvc-webhook", "system:serviceaccount:ksvc-system:ksvc-webhook-controller"]
   - level: Metadata
     resources: [{group: serving.knative.dev, resources: [revisions]}]
     verbs: [delete, deletecollection]

@@ -99,3 +99,7 @@ pub fn is_own_annotation(key: &str) -> bool {
     .iter()
     .any(|prefix| key.starts_with(prefix))
 }
+
+/// Annotation cert-manager's cainjector reads on a webhook configuration: the Certificate whose
+/// CA it writes into the `caBundle` (`check` takes it for an install with cert-manager).
+pub const CERT_MANAGER_INJECT_CA_FROM: &str = "cert-manager.io/inject-ca-from";

@@ -90,6 +90,7 @@ fn writes(api: &FakeApi) -> Vec<String> {
 fn args() -> CertArgs {
     CertArgs {
         self_managed_certs: Some(true),
+        cert_manager: false,
         cert_secret: SECRET.into(),
         webhook_config_name: CONFIG.into(),
         guard_config_name: GUARD.into(),
@@ -380,7 +381,6 @@ async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
         api.client(),
         &args(),
         leader.clone(),
-        tokio::sync::watch::channel(true).1,
         dir.path().into(),
         Default::default(),
     )
@@ -400,7 +400,6 @@ async fn start_returns_once_the_files_exist_and_does_nothing_when_turned_off() {
         api.client(),
         &off,
         leader,
-        tokio::sync::watch::channel(true).1,
         empty.path().into(),
         Default::default(),
     )
@@ -467,16 +466,9 @@ fn a_leadership_change_during_a_bootstrap_retry_does_not_hang_the_start() {
                 tx.send_replace(true);
                 std::future::pending::<()>().await
             });
-            ksvc_webhook::certmgr::start(
-                fake.client(),
-                &args(),
-                leader,
-                tokio::sync::watch::channel(true).1,
-                path,
-                Default::default(),
-            )
-            .await
-            .map(|task| task.is_some())
+            ksvc_webhook::certmgr::start(fake.client(), &args(), leader, path, Default::default())
+                .await
+                .map(|task| task.is_some())
         });
         let _ = done_tx.send(result.map_err(|e| e.to_string()));
     });

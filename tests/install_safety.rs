@@ -2,7 +2,9 @@
 //! with `failurePolicy: Ignore`, and the leader writes the configured policy only once the
 //! configuration carries its CA bundle and its own listener has answered through TLS. The
 //! certificate Secret it creates is owned by the webhook configuration, so an uninstall removes
-//! it. Against the in-test API server (`support::FakeApi`), with the manager and with `serve`.
+//! it. A re-applied `Ignore` is put back at once, and with cert-manager the switch waits for
+//! cainjector's bundle. Against the in-test API server (`support::FakeApi`), with the manager and
+//! with `serve`.
 
 // A test crate: its helpers may panic on a broken fixture too.
 #![allow(clippy::unwrap_used)]
@@ -46,6 +48,7 @@ async fn installed() -> FakeApi {
 fn args(policy: FailurePolicy) -> CertArgs {
     CertArgs {
         self_managed_certs: Some(true),
+        cert_manager: false,
         cert_secret: SECRET.into(),
         webhook_config_name: CONFIG.into(),
         guard_config_name: String::new(),
@@ -55,6 +58,17 @@ fn args(policy: FailurePolicy) -> CertArgs {
         cert_sync_interval: std::time::Duration::from_secs(60),
         cert_bootstrap_timeout: std::time::Duration::from_secs(5),
     }
+}
+
+/// `serve` with `flags`, its output dropped; killed when the guard drops.
+fn quiet(mut serve: std::process::Command, flags: &[&str]) -> KillOnDrop {
+    let child = serve
+        .args(flags)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    KillOnDrop(Some(child))
 }
 
 fn policy(api: &FakeApi) -> Value {
@@ -148,13 +162,8 @@ async fn serve_switches_to_fail_once_its_own_listener_answers() {
     let api = installed().await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = api.kubeconfig(dir.path());
-    let child = support::cli::self_managed_serve(&kubeconfig, &dir.path().join("certs"))
-        .arg("--failure-policy=Fail")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = KillOnDrop(Some(child));
+    let serve = support::cli::self_managed_serve(&kubeconfig, &dir.path().join("certs"));
+    let server = quiet(serve, &["--failure-policy=Fail"]);
     let switched = || async { policy(&api) == "Fail" };
     poll::until_async(
         "the leader writes failurePolicy Fail",
@@ -171,4 +180,98 @@ async fn serve_switches_to_fail_once_its_own_listener_answers() {
         .filter(|r| r.resource == CONFIGS && r.method == hyper::Method::PATCH)
         .collect();
     assert_eq!(patches.len(), 2, "the bundle, then the policy: {patches:?}");
+}
+
+/// A re-applied manifest that puts `Ignore` back: the leader sees the change on its watch of the
+/// configuration and writes `Fail` again at once, long before its periodic round (5 minutes
+/// here) would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_puts_fail_back_when_a_reapply_sets_ignore() {
+    let api = installed().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.kubeconfig(dir.path());
+    let serve = support::cli::self_managed_serve(&kubeconfig, &dir.path().join("certs"));
+    let _server = quiet(serve, &["--failure-policy=Fail", "--cert-sync-interval=5m"]);
+    let switched = || async { policy(&api) == "Fail" };
+    poll::until_async("the leader writes Fail", poll::LIMIT, switched).await;
+    api.edit(CONFIGS, "", CONFIG, |c| {
+        c["webhooks"][0]["failurePolicy"] = json!("Ignore")
+    });
+    poll::until_async("the leader writes Fail again", poll::LIMIT, switched).await;
+}
+
+/// With cert-manager (`--cert-manager`, the Secret's files mounted): the server writes no
+/// Secret and no bundle; it switches to `Fail` only once cainjector has published the CA of the
+/// served certificate (`ca.crt` beside it), and keeps it there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_cert_manager_fail_waits_for_cainjectors_bundle() {
+    use base64::Engine as _;
+    let api = installed().await;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let made = std::process::Command::new(support::cli::bin())
+        .args([
+            "certs",
+            "--service",
+            "ksvc-webhook",
+            "--service-namespace",
+            NS,
+            "--out",
+        ])
+        .arg(&certs)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let kubeconfig = api.kubeconfig(dir.path());
+    let serve = support::cli::serve_in_cluster(&kubeconfig, &certs);
+    let flags = [
+        "--cert-manager",
+        "--failure-policy=Fail",
+        "--cert-sync-interval=5m",
+    ];
+    let _server = quiet(serve, &flags);
+    // Its own listener answers, but the configuration carries no CA yet: Ignore holds.
+    poll::until_async(
+        "the leader watches its configuration",
+        poll::LIMIT,
+        || async { !api.requests_to(hyper::Method::GET, CONFIGS).is_empty() },
+    )
+    .await;
+    assert_eq!(policy(&api), "Ignore");
+    // A bundle of another CA is not enough either: the leader reads it and waits.
+    let reads = || api.requests_to(hyper::Method::GET, CONFIGS).len();
+    let before = reads();
+    let other = ksvc_webhook::certmgr::pki::issue_ca(
+        "another-ca",
+        OffsetDateTime::now_utc(),
+        time::Duration::days(30),
+    )
+    .unwrap();
+    let b64 = |pem: &[u8]| base64::engine::general_purpose::STANDARD.encode(pem);
+    api.edit(CONFIGS, "", CONFIG, |c| {
+        c["webhooks"][0]["clientConfig"]["caBundle"] = json!(b64(other.cert_pem.as_bytes()))
+    });
+    poll::until_async("the leader reads the new bundle", poll::LIMIT, || async {
+        reads() > before
+    })
+    .await;
+    assert_eq!(policy(&api), "Ignore");
+    // cainjector publishes the Secret's ca.crt: Fail follows.
+    let ca = std::fs::read(certs.join("ca.crt")).unwrap();
+    api.edit(CONFIGS, "", CONFIG, |c| {
+        c["webhooks"][0]["clientConfig"]["caBundle"] = json!(b64(&ca))
+    });
+    let switched = || async { policy(&api) == "Fail" };
+    poll::until_async("the leader writes Fail", poll::LIMIT, switched).await;
+    api.edit(CONFIGS, "", CONFIG, |c| {
+        c["webhooks"][0]["failurePolicy"] = json!("Ignore")
+    });
+    poll::until_async("the leader writes Fail again", poll::LIMIT, switched).await;
+    assert!(api.get("secrets", NS, SECRET).is_none());
+    let bundles = api
+        .requests_to(hyper::Method::PATCH, CONFIGS)
+        .into_iter()
+        .filter(|r| r.body.to_string().contains("caBundle"))
+        .count();
+    assert_eq!(bundles, 0, "cainjector owns the bundle");
 }

@@ -23,6 +23,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use ksvc_webhook::certmgr::CertArgs;
+use ksvc_webhook::cli::serve::CertMode;
 use ksvc_webhook::cluster::rbac::ApiCall;
 use ksvc_webhook::keys;
 use ksvc_webhook::server::role::Role;
@@ -398,23 +399,45 @@ fn the_namespace_selector_excludes_system_namespaces_and_honours_the_opt_out() {
 fn rbac_grants_exactly_the_declared_api_calls() {
     for (install, m) in Rendered::installs() {
         eprintln!("checking {install}");
-        rbac_is_exactly_the_declared_calls(&m);
+        rbac_is_exactly_the_declared_calls(&m, CertMode::SelfManaged);
+    }
+    let cert_manager = [
+        Rendered::of("manifests/overlays/cert-manager").map(|m| ("the cert-manager overlay", m)),
+        Rendered::chart(&["--set", "certificates.mode=certManager"])
+            .map(|m| ("the chart with certManager", m)),
+    ];
+    for (install, m) in cert_manager.into_iter().flatten() {
+        eprintln!("checking {install}");
+        rbac_is_exactly_the_declared_calls(&m, CertMode::CertManager);
     }
 }
 
-fn rbac_is_exactly_the_declared_calls(m: &Rendered) {
+/// Each part's account is granted exactly the calls of its role, with the certificates the
+/// admission part's flags and environment select (`mode`).
+fn rbac_is_exactly_the_declared_calls(m: &Rendered, mode: CertMode) {
     let mut accounts = BTreeSet::new();
     for (name, role) in PARTS {
         let deploy: Deployment = m.named("Deployment", name);
-        assert_eq!(serve_args(&container(&deploy)).role, role, "{name}");
-        let sa = part_is_granted_exactly_its_calls(m, &deploy, role);
+        let c = container(&deploy);
+        assert_eq!(serve_args(&c).role, role, "{name}");
+        if role.admits() {
+            let flag = |n: &str| env(&c, n).and_then(|e| e.value.clone());
+            let cert_manager = flag("KSVC_WEBHOOK_CERT_MANAGER").as_deref() == Some("true");
+            assert_eq!(cert_manager, mode == CertMode::CertManager, "{name}");
+        }
+        let sa = part_is_granted_exactly_its_calls(m, &deploy, role, mode);
         assert!(accounts.insert(sa), "{name}: one ServiceAccount per part");
     }
 }
 
 /// Every call a part of `role` makes is granted to its ServiceAccount, and nothing else;
 /// returns the account.
-fn part_is_granted_exactly_its_calls(m: &Rendered, deploy: &Deployment, role: Role) -> String {
+fn part_is_granted_exactly_its_calls(
+    m: &Rendered,
+    deploy: &Deployment,
+    role: Role,
+    mode: CertMode,
+) -> String {
     let ns = deploy.metadata.namespace.clone().unwrap();
     let pod = deploy.spec.template.spec.as_ref().unwrap();
     let sa = pod.service_account_name.clone().unwrap();
@@ -436,18 +459,25 @@ fn part_is_granted_exactly_its_calls(m: &Rendered, deploy: &Deployment, role: Ro
                 }
             }
         }
+        // A list or watch is authorized by name only with a `metadata.name` field selector,
+        // which only the failurePolicy switch's watch of its own configuration sends.
         let names = rule.resource_names.clone().unwrap_or_default();
+        let by_name_selector = rule
+            .resources
+            .iter()
+            .flatten()
+            .all(|r| r == "mutatingwebhookconfigurations");
         if !names.is_empty() {
             assert!(
                 !rule
                     .verbs
                     .iter()
-                    .any(|v| v == "create" || v == "list" || v == "watch"),
+                    .any(|v| v == "create" || (!by_name_selector && (v == "list" || v == "watch"))),
                 "resourceNames cannot restrict create/list/watch: {rule:?}"
             );
         }
     }
-    let declared: BTreeSet<_> = ksvc_webhook::cli::serve::api_calls(role)
+    let declared: BTreeSet<_> = ksvc_webhook::cli::serve::api_calls(role, mode)
         .iter()
         .flat_map(|calls| calls.iter())
         .map(|c| {
@@ -814,6 +844,11 @@ fn the_cert_manager_overlay_turns_self_management_off() {
             .as_deref(),
         Some("false")
     );
+    assert_eq!(
+        env(&c, "KSVC_WEBHOOK_CERT_MANAGER").and_then(|e| e.value.as_deref()),
+        Some("true"),
+        "the server knows its certificates are cert-manager's and still switches the policy"
+    );
     // Certificates come from the serving Certificate's Secret, mounted where serve reads them.
     let serving = m
         .all("Certificate")
@@ -836,9 +871,15 @@ fn the_cert_manager_overlay_turns_self_management_off() {
     let ns = serving["metadata"]["namespace"].as_str().unwrap();
     let name = serving["metadata"]["name"].as_str().unwrap();
     assert_eq!(inject, format!("{ns}/{name}"));
-    // Nobody switches the policy without self-managed certificates: the final one from the start.
+    // Registered Ignore, as the base: the admission leader switches it once cainjector published
+    // the CA and its own listener answered with it.
     let hook = &config.webhooks.as_ref().unwrap()[0];
-    assert_eq!(hook.failure_policy.as_deref(), Some("Fail"));
+    assert_eq!(hook.failure_policy.as_deref(), Some("Ignore"));
+    let args = serve_args(&c);
+    assert_eq!(
+        args.certs.failure_policy,
+        ksvc_webhook::certmgr::FailurePolicy::Fail
+    );
     // The serving certificate names the Service, as the self-managed one does.
     let svc: Service = m.named("Service", ADMISSION);
     let svc_name = svc.metadata.name.unwrap();
@@ -853,18 +894,24 @@ fn the_cert_manager_overlay_turns_self_management_off() {
         .filter(|n| n.contains(svc_name.as_str()))
         .collect();
     assert_eq!(dns, want);
-    // No certificate RBAC is left: the server makes none of those calls.
-    let granted: Vec<_> = m
-        .rules("ksvc-webhook", ns)
-        .into_iter()
-        .flat_map(|(_, r)| r.resources.unwrap_or_default())
-        .collect();
-    assert!(
-        !granted
+    // Of the certificate RBAC only the switch's is left: no Secret, and its one webhook
+    // configuration by name (rbac_grants_exactly_the_declared_api_calls checks the verbs).
+    let defaults = cert_defaults();
+    for (_, rule) in m.rules("ksvc-webhook", ns) {
+        let resources = rule.resources.clone().unwrap_or_default();
+        assert!(!resources.iter().any(|r| r == "secrets"), "{rule:?}");
+        if resources
             .iter()
-            .any(|r| r == "secrets" || r == "mutatingwebhookconfigurations"),
-        "{granted:?}"
-    );
+            .any(|r| r.ends_with("webhookconfigurations"))
+        {
+            assert_eq!(resources, ["mutatingwebhookconfigurations"], "{rule:?}");
+            assert_eq!(
+                rule.resource_names.as_deref(),
+                Some(std::slice::from_ref(&defaults.webhook_config_name)),
+                "{rule:?}"
+            );
+        }
+    }
 }
 
 /// The revision guard: its own registration, on the same Service and port as the

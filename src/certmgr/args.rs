@@ -11,8 +11,9 @@ use crate::flags::parse_duration;
 ///
 /// With `--self-managed-certs` (the default) the server finds or creates its CA and serving
 /// certificate in the Secret `--cert-secret`, writes them into its certificate directory, and the
-/// leader keeps the CA bundle of `--webhook-config-name` current. Turn it off when cert-manager
-/// (or anything else) mounts the certificate files.
+/// leader keeps the CA bundle of `--webhook-config-name` current. Turn it off when something
+/// else mounts the certificate files; with cert-manager, say `--cert-manager` instead, so the
+/// leader still switches the failurePolicy.
 #[derive(Debug, Clone, Args)]
 pub struct CertArgs {
     /// Create, rotate and publish the webhook's certificates in-process (`false` when
@@ -26,6 +27,14 @@ pub struct CertArgs {
         default_missing_value = "true"
     )]
     pub self_managed_certs: Option<bool>,
+    /// The certificate files come from cert-manager (its Secret mounted at `--tls-dir` or beside
+    /// `--tls-cert`, with `ca.crt`): served as they are, as with `--self-managed-certs=false`, and
+    /// the admission leader still switches `--webhook-config-name` from the install's `Ignore`
+    /// to `--failure-policy` once cainjector has published that `ca.crt` and its own listener
+    /// answered through TLS with it.
+    #[arg(long, env = "KSVC_WEBHOOK_CERT_MANAGER", action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub cert_manager: bool,
     /// The Secret (type kubernetes.io/tls) that holds the CA and serving certificate shared by
     /// every replica.
     #[arg(
@@ -134,5 +143,8 @@ mod tests {
         assert!(CertOnly::try_parse_from(["x", "--cert-sync-interval=10m"]).is_err());
         let unset = CertOnly::try_parse_from(["x"]).unwrap();
         assert_eq!(unset.certs.self_managed_certs, None);
+        assert!(!unset.certs.cert_manager);
+        let cm = CertOnly::try_parse_from(["x", "--cert-manager"]).unwrap();
+        assert!(cm.certs.cert_manager);
     }
 }

@@ -1,12 +1,14 @@
 //! Self-managed webhook certificates: the CA and serving certificate in a Secret shared by all
 //! replicas, written to the server's certificate directory, the CA bundle published in the
-//! MutatingWebhookConfiguration, and its failurePolicy switched from the install's `Ignore` to
-//! the configured one once a replica answers (docs/install.md).
+//! MutatingWebhookConfiguration; and, with these or with cert-manager's, its failurePolicy
+//! switched from the install's `Ignore` to the configured one once a replica answers
+//! (docs/install.md).
 //!
 //! Layout: [`state`] (PURE, the Secret's content and the bundle), [`plan`] (PURE, what to do
 //! next), [`policy`] (PURE, when the webhook's failurePolicy becomes the configured one, and the
 //! Secret's owner), [`issue`] (new keys for a plan), [`files`] (atomic file set), [`probe`] (this
-//! replica's own TLS probe), [`shell`] (the API calls, the loop). Entry point: [`start`].
+//! replica's own TLS probe), [`shell`] (the API calls, the loop), [`keeper`] (the failurePolicy
+//! switch and its watch of the configuration). Entry points: [`start`], [`keeper::Keeper::run`].
 //!
 //! Never decides anything in the shell: every rotation step is chosen by [`plan::plan`], every
 //! policy switch by [`policy::step`]. Never writes a Secret or a webhook configuration other than
@@ -15,6 +17,7 @@
 pub mod args;
 pub mod files;
 pub mod issue;
+pub mod keeper;
 pub mod metrics;
 pub mod pki;
 pub mod plan;
@@ -33,11 +36,10 @@ pub use state::SecretData;
 use crate::cluster::rbac::ApiCall;
 pub use args::CertArgs;
 
-/// Every Kubernetes API call this module makes (see `manifests/base/rbac-certs.yaml`).
-pub const API_CALLS: &[ApiCall] = &[
-    ApiCall::new("", "secrets", "get"),
-    ApiCall::new("", "secrets", "create"),
-    ApiCall::new("", "secrets", "update"),
+/// The calls of the failurePolicy switch ([`keeper`]), with either kind of certificates: its
+/// MutatingWebhookConfiguration, by name (the list and the watch carry a `metadata.name` field
+/// selector, which RBAC authorizes by name). The cert-manager overlay grants exactly these.
+pub const POLICY_CALLS: &[ApiCall] = &[
     ApiCall::new(
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",
@@ -46,8 +48,26 @@ pub const API_CALLS: &[ApiCall] = &[
     ApiCall::new(
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",
+        "list",
+    ),
+    ApiCall::new(
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "watch",
+    ),
+    ApiCall::new(
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
         "patch",
     ),
+];
+
+/// Every other call of self-managed certificates (see `manifests/base/rbac-certs.yaml`, which
+/// grants these and [`POLICY_CALLS`]): the Secret, and the revision guard's bundle.
+pub const API_CALLS: &[ApiCall] = &[
+    ApiCall::new("", "secrets", "get"),
+    ApiCall::new("", "secrets", "create"),
+    ApiCall::new("", "secrets", "update"),
     ApiCall::new(
         "admissionregistration.k8s.io",
         "validatingwebhookconfigurations",

@@ -25,9 +25,9 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::files::{self, File};
+use super::keeper::PolicySwitch;
 use super::metrics::{self, Config, Published};
 use super::plan::{self, Plan, Policy};
-use super::policy::FailurePolicy;
 use super::state::{self, SecretData};
 use super::{CertArgs, Error, FILE_CA_CRT, FILE_TLS_CRT, FILE_TLS_KEY, Result, issue};
 use crate::certmgr::pki;
@@ -73,7 +73,9 @@ pub struct Manager {
     policy: Policy,
     cert_dir: PathBuf,
     call_timeout: StdDuration,
-    failure_policy: FailurePolicy,
+    /// The failurePolicy switch, run after each publication of the bundle (`None` where the
+    /// [`super::keeper`] holds the policy, as in `serve`).
+    switch: Option<PolicySwitch>,
     /// Whether this replica's listener answered its own probe ([`super::probe`]).
     answered: watch::Receiver<bool>,
     /// The API call started last, named in the error when the start-up budget cuts it short.
@@ -85,9 +87,18 @@ impl Manager {
     /// A manager for the Secret, Service and webhook configuration named in `args`, writing
     /// into `cert_dir`, with the default [`Policy`].
     pub fn new(client: Client, args: &CertArgs, cert_dir: impl Into<PathBuf>) -> Self {
+        let webhooks = Api::all(client.clone());
+        // No listener to wait for unless `with_answered` gives one.
+        let answered = watch::channel(true).1;
+        let switch = PolicySwitch::new(
+            webhooks.clone(),
+            &args.webhook_config_name,
+            args.failure_policy,
+            answered.clone(),
+        );
         Self {
             secrets: Api::namespaced(client.clone(), &args.namespace),
-            webhooks: Api::all(client.clone()),
+            webhooks,
             guards: Api::all(client),
             secret_name: args.cert_secret.clone(),
             namespace: args.namespace.clone(),
@@ -97,9 +108,8 @@ impl Manager {
             policy: Policy::default(),
             cert_dir: cert_dir.into(),
             call_timeout: CALL_TIMEOUT,
-            failure_policy: args.failure_policy,
-            // No listener to wait for unless `with_answered` gives one.
-            answered: watch::channel(true).1,
+            switch: Some(switch),
+            answered,
             last_call: Arc::new(Mutex::new("no call yet")),
             metrics: metrics::Metrics::default(),
         }
@@ -118,7 +128,15 @@ impl Manager {
     /// The same manager waiting for `answered` (this replica's own probe) before it writes
     /// `failurePolicy: Fail`.
     pub fn with_answered(mut self, answered: watch::Receiver<bool>) -> Self {
+        self.switch = self.switch.map(|s| s.with_answered(answered.clone()));
         self.answered = answered;
+        self
+    }
+
+    /// The same manager leaving the failurePolicy alone: [`super::keeper::Keeper`] holds it
+    /// (`serve` runs one beside the manager), so one writer switches it.
+    pub fn without_policy_switch(mut self) -> Self {
+        self.switch = None;
         self
     }
 
@@ -148,7 +166,10 @@ impl Manager {
                 let published = published? == Published::Patched;
                 let guard = self.publish_to_guard(&bundle).await;
                 // Boxed: the round's future stays small enough for a test thread's stack.
-                let policy_set = Box::pin(self.enforce_policy(&bundle)).await;
+                let policy_set = match &self.switch {
+                    Some(switch) => Box::pin(switch.enforce(&bundle)).await,
+                    None => false,
+                };
                 (published | guard, policy_set)
             }
             false => (false, false),
@@ -441,14 +462,12 @@ impl Manager {
 /// and whenever `leader` changes; abort the returned handle at shutdown.
 ///
 /// `leader` is the Lease election's view (true while this replica leads). A single replica
-/// without election may pass a receiver that is always `true`. `answered` turns `true` once
-/// the replica's listener answered its own probe; only then does the leader write
-/// `failurePolicy: Fail`.
+/// without election may pass a receiver that is always `true`. The webhook's failurePolicy is
+/// left to [`super::keeper::Keeper`], which `serve` runs beside.
 pub async fn start(
     client: Client,
     args: &CertArgs,
     leader: watch::Receiver<bool>,
-    answered: watch::Receiver<bool>,
     cert_dir: PathBuf,
     metrics: metrics::Metrics,
 ) -> Result<Option<JoinHandle<()>>> {
@@ -458,7 +477,7 @@ pub async fn start(
     }
     let manager = Manager::new(client, args, cert_dir)
         .with_metrics(metrics)
-        .with_answered(answered);
+        .without_policy_switch();
     // Boxed: a caller that spawns many starts (the fault tests) moves a small future.
     Box::pin(manager.bootstrap(&leader, args.cert_bootstrap_timeout)).await?;
     let period = args.cert_sync_interval;

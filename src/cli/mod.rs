@@ -313,34 +313,86 @@ mod tests {
         assert_eq!(named.lease_namespace.as_deref(), Some("leases"));
     }
 
+    /// `serve`'s arguments from `extra` flags.
+    fn serve_args(extra: &[&str]) -> serve::ServeArgs {
+        let args = ["ksvc-webhook", "serve"].iter().chain(extra);
+        match Cli::try_parse_from(args).unwrap().command {
+            Command::Serve(args) => *args,
+            _ => panic!("not serve"),
+        }
+    }
+
     /// Self-managed certificates outside a cluster go to a directory of their own, never over
     /// the `./certs` pair that `make run` serves.
     #[test]
     fn self_managed_certificates_outside_a_cluster_never_go_to_certs() {
         use serve::CertMode;
-        let serve = |extra: &[&str]| {
-            let args = ["ksvc-webhook", "serve"].iter().chain(extra);
-            match Cli::try_parse_from(args).unwrap().command {
-                Command::Serve(args) => args,
-                _ => panic!("not serve"),
-            }
-        };
-        let laptop = serve(&["--self-managed-certs"]);
+        let laptop = serve_args(&["--self-managed-certs"]);
         let mode = CertMode::of(&laptop, false);
         assert_eq!(mode, CertMode::SelfManaged);
         let dir = mode.dir_outside_cluster(&laptop, false, 42).unwrap();
         assert!(dir.starts_with(std::env::temp_dir()), "{}", dir.display());
         assert!(dir.ends_with("ksvc-webhook/certs-42"), "{}", dir.display());
         assert_eq!(mode.dir_outside_cluster(&laptop, true, 42), None, "a pod's");
-        let named = serve(&["--self-managed-certs", "--tls-dir", "mine"]);
+        let named = serve_args(&["--self-managed-certs", "--tls-dir", "mine"]);
         assert_eq!(
             CertMode::of(&named, false).dir_outside_cluster(&named, false, 42),
             None
         );
-        let files = serve(&[]);
+        let files = serve_args(&[]);
         assert_eq!(
             CertMode::of(&files, false).dir_outside_cluster(&files, false, 42),
             None
+        );
+    }
+
+    /// `--cert-manager` serves the mounted files and keeps the failurePolicy switch (its Lease
+    /// and the mutating configuration, no Secret); plain files switch nothing and elect nobody
+    /// in the admission part.
+    #[test]
+    fn cert_manager_serves_files_and_keeps_the_policy_switch() {
+        use crate::server::role::Role;
+        use serve::{CertMode, api_calls};
+        let cases: [(&[&str], bool, CertMode); 5] = [
+            (&["--cert-manager"], true, CertMode::CertManager),
+            (
+                &[
+                    "--cert-manager",
+                    "--self-managed-certs=false",
+                    "--tls-dir",
+                    "x",
+                ],
+                true,
+                CertMode::CertManager,
+            ),
+            (&["--tls-dir", "x"], true, CertMode::Files),
+            (&[], true, CertMode::SelfManaged),
+            (&[], false, CertMode::Files),
+        ];
+        for (flags, in_cluster, mode) in cases {
+            assert_eq!(
+                CertMode::of(&serve_args(flags), in_cluster),
+                mode,
+                "{flags:?}"
+            );
+        }
+        let resources = |mode| -> Vec<&str> {
+            let calls = api_calls(Role::Admission, mode);
+            calls
+                .iter()
+                .flat_map(|c| c.iter())
+                .map(|c| c.resource)
+                .collect()
+        };
+        let cert_manager = resources(CertMode::CertManager);
+        assert!(!cert_manager.contains(&"secrets"), "{cert_manager:?}");
+        assert!(cert_manager.contains(&"leases"), "{cert_manager:?}");
+        assert!(cert_manager.contains(&"mutatingwebhookconfigurations"));
+        let files = resources(CertMode::Files);
+        assert!(!files.contains(&"leases"), "{files:?}");
+        assert!(
+            !files.contains(&"mutatingwebhookconfigurations"),
+            "{files:?}"
         );
     }
 
@@ -414,13 +466,7 @@ mod tests {
 
     #[test]
     fn status_api_is_authenticated_unless_switched_off() {
-        let serve = |extra: &[&str]| {
-            let args = ["ksvc-webhook", "serve"].iter().chain(extra);
-            match Cli::try_parse_from(args).unwrap().command {
-                Command::Serve(args) => args.status_api,
-                _ => panic!("not serve"),
-            }
-        };
+        let serve = |extra: &[&str]| serve_args(extra).status_api;
         let on = serve(&[]);
         assert!(on.status_auth);
         assert_eq!(on.status_auth_cache_ttl, Duration::from_secs(10));

@@ -54,6 +54,11 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
         .into());
     }
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    if args.certs.cert_manager && args.certs.self_managed_certs == Some(true) {
+        anyhow::bail!(
+            "--cert-manager serves cert-manager's files: it cannot go with --self-managed-certs=true"
+        );
+    }
     let mode = CertMode::of(&args, in_cluster);
     if mode == CertMode::SelfManaged && !args.role.admits() {
         anyhow::bail!(
@@ -84,7 +89,7 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
         .startup_policy()
         .context("invalid admission policy flags")?;
     let served = runtime.block_on(async {
-        let served = serve(args, policy, spans.is_some()).await;
+        let served = serve(args, mode, policy, spans.is_some()).await;
         if let Some(provider) = spans {
             crate::telemetry::otlp::shutdown(provider).await;
         }
@@ -157,7 +162,12 @@ pub fn options(args: &ServeArgs) -> server::Options {
     }
 }
 
-async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::Result<()> {
+async fn serve(
+    args: ServeArgs,
+    mode: CertMode,
+    policy: Policy,
+    review_spans: bool,
+) -> anyhow::Result<()> {
     let options = options(&args);
     let mut server = Server::new(options.clone(), policy);
     if review_spans {
@@ -178,7 +188,9 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
     let mut loop_args = args.watch.clone();
     loop_args.no_watch = !runs_loop;
     let mut watch = watch::spawn(&loop_args, &args.client, &election, server.policy());
-    if runs_loop || args.certs.self_managed_certs == Some(true) {
+    // The admission part elects a leader for its certificates and the failurePolicy switch.
+    let keeps_policy = args.role.admits() && mode.switches_policy();
+    if runs_loop || keeps_policy {
         election.start(&args.client, watch.metrics.error_counter("lease"));
     }
     let projection = (args.role == Role::Admission && !args.watch.no_watch)
@@ -203,25 +215,31 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
     }
     let cabundle_metrics = certmgr::metrics::Metrics::register(server.registry_mut());
     let (answered, answered_rx) = tokio::sync::watch::channel(false);
-    let certificates = manage_certificates(
-        &args,
-        &options,
-        election.leader(),
-        answered_rx,
-        cabundle_metrics,
-    )
-    .await?;
+    let certificates =
+        manage_certificates(&args, &options, election.leader(), cabundle_metrics).await?;
     let bound = server.bind().await?;
-    // The leader switches the webhook to --failure-policy once this listener answers.
-    let probe = certificates.as_ref().map(|_| {
+    // The leader switches the webhook to --failure-policy once this listener answered through
+    // TLS with the CA it serves, and keeps it there.
+    let ca_file = cert_dir(&options).join(certmgr::FILE_CA_CRT);
+    let probe = keeps_policy.then(|| {
         let probe = certmgr::probe::Probe {
             addr: bound.local_addr()?,
-            ca_file: cert_dir(&options).join(certmgr::FILE_CA_CRT),
+            ca_file: ca_file.clone(),
             server_name: format!("{}.{}.svc", args.certs.service_name, args.certs.namespace),
         };
         anyhow::Ok(tokio::spawn(probe.until_answered(answered)))
     });
     let probe = probe.transpose()?;
+    let keeper = keeps_policy.then(|| {
+        let keeper = certmgr::keeper::Keeper {
+            config: args.certs.webhook_config_name.clone(),
+            want: args.certs.failure_policy,
+            ca_file,
+            period: args.certs.cert_sync_interval,
+        };
+        let answered = answered_rx.clone();
+        tokio::spawn(keeper.run(args.client.clone(), election.leader(), answered))
+    });
     let memory = server::memory::Arithmetic::of_role(&options, args.role);
     tracing::info!(
         listen = %bound.local_addr()?,
@@ -260,7 +278,7 @@ async fn serve(args: ServeArgs, policy: Policy, review_spans: bool) -> anyhow::R
         tokio::join!(watch.shutdown(), election.shutdown(), projection);
     };
     tokio::join!(bound.run(), release);
-    for task in [certificates, reload_catalogue, probe]
+    for task in [certificates, reload_catalogue, probe, keeper]
         .into_iter()
         .flatten()
     {
@@ -276,7 +294,6 @@ async fn manage_certificates(
     args: &ServeArgs,
     options: &server::Options,
     leader: tokio::sync::watch::Receiver<bool>,
-    answered: tokio::sync::watch::Receiver<bool>,
     metrics: certmgr::metrics::Metrics,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     if args.certs.self_managed_certs != Some(true) {
@@ -291,25 +308,27 @@ async fn manage_certificates(
                  serve the files in --tls-dir/--tls-cert instead): {e}"
             )
         })?;
-    let task = certmgr::start(
-        client,
-        &args.certs,
-        leader,
-        answered,
-        cert_dir(options),
-        metrics,
-    )
-    .await
-    .context("cannot set up the self-managed certificates")?;
+    let task = certmgr::start(client, &args.certs, leader, cert_dir(options), metrics)
+        .await
+        .context("cannot set up the self-managed certificates")?;
     Ok(task)
 }
 
-/// Every API call a `serve` process of `role` makes: its ServiceAccount's RBAC grants exactly
-/// these (tests/manifests.rs, per part). The certificate manager's calls count where the role
-/// answers admission (the controller serves the Secret the admission part writes).
-pub fn api_calls(role: Role) -> Vec<&'static [ApiCall]> {
-    let mut calls = vec![election::API_CALLS];
-    if role.admits() {
+/// Every API call a `serve` process of `role` makes with certificates of `mode`: its
+/// ServiceAccount's RBAC grants exactly these (tests/manifests.rs, per part and per install).
+/// The certificate manager's and the failurePolicy switch's calls count where the role answers
+/// admission (the controller serves the Secret the admission part writes or cert-manager
+/// issues); the Lease where a part elects a leader.
+pub fn api_calls(role: Role, mode: CertMode) -> Vec<&'static [ApiCall]> {
+    let keeps_policy = role.admits() && mode.switches_policy();
+    let mut calls = Vec::new();
+    if role.runs_loop() || keeps_policy {
+        calls.push(election::API_CALLS);
+    }
+    if keeps_policy {
+        calls.push(certmgr::POLICY_CALLS);
+    }
+    if role.admits() && mode == CertMode::SelfManaged {
         calls.push(certmgr::API_CALLS);
     }
     match role {
@@ -332,7 +351,11 @@ fn cert_dir(options: &server::Options) -> PathBuf {
 pub enum CertMode {
     /// Created, rotated and published in-process (`src/certmgr`).
     SelfManaged,
-    /// Files something else writes (cert-manager, `ksvc-webhook certs`).
+    /// cert-manager's Secret, mounted (`--cert-manager`): served as files, with the
+    /// failurePolicy switch once cainjector published its `ca.crt`.
+    CertManager,
+    /// Files something else writes (`ksvc-webhook certs`, `make run`); nothing in the cluster
+    /// is written.
     Files,
 }
 
@@ -343,6 +366,7 @@ impl CertMode {
         let files_named =
             args.tls_cert.is_some() || args.tls_key.is_some() || args.tls_dir.is_some();
         match args.certs.self_managed_certs {
+            _ if args.certs.cert_manager => CertMode::CertManager,
             Some(true) => CertMode::SelfManaged,
             Some(false) => CertMode::Files,
             None if in_cluster && !files_named => CertMode::SelfManaged,
@@ -373,7 +397,17 @@ impl CertMode {
     pub fn describe(self) -> &'static str {
         match self {
             CertMode::SelfManaged => "self-managed in the cluster",
+            CertMode::CertManager => "cert-manager's, served from files",
             CertMode::Files => "served from files",
+        }
+    }
+
+    /// Whether the admission leader switches the webhook's failurePolicy from the install's
+    /// `Ignore` to `--failure-policy` (and keeps it there) with these certificates.
+    pub fn switches_policy(self) -> bool {
+        match self {
+            CertMode::SelfManaged | CertMode::CertManager => true,
+            CertMode::Files => false,
         }
     }
 }

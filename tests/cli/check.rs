@@ -7,7 +7,7 @@
 use base64::Engine as _;
 use ksvc_webhook::admission::Policy;
 use ksvc_webhook::certmgr::pki::{self, CertKey};
-use ksvc_webhook::cli::serve::api_calls;
+use ksvc_webhook::cli::serve::{CertMode, api_calls};
 use ksvc_webhook::server::role::Role;
 use serde_json::{Value, json};
 use support::FakeApi;
@@ -138,7 +138,12 @@ async fn a_healthy_install_passes_every_check() {
     let lines: Vec<&str> = ran.stdout.lines().collect();
     assert_eq!(lines.len(), 11, "{}", ran.stdout);
     assert!(lines.iter().all(|l| l.starts_with("✓ ")), "{}", ran.stdout);
-    let calls = |role| -> usize { api_calls(role).iter().map(|c| c.len()).sum() };
+    let calls = |role| -> usize {
+        api_calls(role, CertMode::SelfManaged)
+            .iter()
+            .map(|c| c.len())
+            .sum()
+    };
     for needle in [
         "✓ Knative Services are served (services.serving.knative.dev v1)",
         "✓ MutatingWebhookConfiguration zz-ksvc-webhook.flyte.org exists and its caBundle trusts the serving certificate",
@@ -284,7 +289,12 @@ async fn missing_rbac_fails_with_a_line_per_call() {
     );
     let ran = run(&fake, &["check"]).await;
     assert_eq!(ran.code, Some(1), "{ran:?}");
-    let calls = |role| -> usize { api_calls(role).iter().map(|c| c.len()).sum() };
+    let calls = |role| -> usize {
+        api_calls(role, CertMode::SelfManaged)
+            .iter()
+            .map(|c| c.len())
+            .sum()
+    };
     // Each part's account is reviewed for its own part's calls, and named in its own line.
     let expected = [
         format!(
@@ -307,6 +317,67 @@ async fn missing_rbac_fails_with_a_line_per_call() {
         assert!(ran.stdout.contains(&expected), "{expected}\n{}", ran.stdout);
     }
     assert_eq!(failures(&ran).len(), 2, "{}", ran.stdout);
+}
+
+/// An install with cert-manager (cainjector's annotation on the webhook configuration): the
+/// admission part writes no Secret and no revision guard bundle, so its account is reviewed for
+/// the failurePolicy switch's calls and its Lease only, and passes without the Secret's grants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_cert_manager_the_admission_part_is_reviewed_for_the_switchs_calls() {
+    let (fake, _) = healthy().await;
+    let annotated = fake.edit(
+        "mutatingwebhookconfigurations",
+        "",
+        "zz-ksvc-webhook.flyte.org",
+        |config| {
+            config["metadata"]["annotations"] =
+                json!({"cert-manager.io/inject-ca-from": "ksvc-system/ksvc-webhook-serving"});
+        },
+    );
+    assert!(annotated);
+    for (verb, resource, group) in [
+        ("get", "secrets", ""),
+        ("create", "secrets", ""),
+        ("update", "secrets", ""),
+        (
+            "get",
+            "validatingwebhookconfigurations",
+            "admissionregistration.k8s.io",
+        ),
+        (
+            "patch",
+            "validatingwebhookconfigurations",
+            "admissionregistration.k8s.io",
+        ),
+    ] {
+        fake.remove("fake-rbac", "", &format!("{SA}.{verb}.{resource}.{group}"));
+    }
+    let ran = run(&fake, &["check"]).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let calls: usize = api_calls(Role::Admission, CertMode::CertManager)
+        .iter()
+        .map(|c| c.len())
+        .sum();
+    let line = format!("✓ {SA} may make all {calls} API calls the admission part makes");
+    assert!(
+        ran.stdout.lines().any(|l| l == line),
+        "{line}\n{}",
+        ran.stdout
+    );
+    // Without the annotation the same grants fall short: self-managed certificates need them.
+    fake.edit(
+        "mutatingwebhookconfigurations",
+        "",
+        "zz-ksvc-webhook.flyte.org",
+        |config| config["metadata"]["annotations"] = json!({}),
+    );
+    let ran = run(&fake, &["check"]).await;
+    assert_eq!(ran.code, Some(1), "{ran:?}");
+    assert!(
+        ran.stdout.contains("- update secrets/ksvc-webhook-certs"),
+        "{}",
+        ran.stdout
+    );
 }
 
 /// The failure that kube-apiserver gives a write when it cannot call the webhook.

@@ -1,11 +1,13 @@
-//! kube-apiserver's audit log (scripts/e2e-cluster.sh records every request of the webhook's
-//! ServiceAccount and every Revision delete): who called what, and what the API answered.
+//! kube-apiserver's audit log (scripts/e2e-cluster.sh records every request of the two parts'
+//! ServiceAccounts and every Revision delete): who called what, and what the API answered.
 
 use serde_json::Value;
 use support::control_plane::ControlPlane;
 
-/// The user the webhook runs as.
+/// The user the admission part runs as.
 pub const WEBHOOK_USER: &str = "system:serviceaccount:ksvc-system:ksvc-webhook";
+/// The user the controller part runs as.
+pub const CONTROLLER_USER: &str = "system:serviceaccount:ksvc-system:ksvc-webhook-controller";
 
 /// Every audit event recorded so far (stages ResponseComplete and Panic: one per request).
 pub fn events(plane: &ControlPlane) -> Vec<Value> {
@@ -16,10 +18,10 @@ pub fn events(plane: &ControlPlane) -> Vec<Value> {
         .collect()
 }
 
-/// The events of the webhook's own calls.
-pub fn webhook_calls(plane: &ControlPlane) -> Vec<Value> {
+/// The events of the calls `user` made (one of the parts).
+pub fn calls_of(plane: &ControlPlane, user: &str) -> Vec<Value> {
     events(plane)
         .into_iter()
-        .filter(|e| e["user"]["username"] == WEBHOOK_USER)
+        .filter(|e| e["user"]["username"] == user)
         .collect()
 }

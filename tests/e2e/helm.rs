@@ -16,14 +16,12 @@ use support::poll;
 
 use serde_json::Value;
 use support::cli::{Ran, repo_root};
-use support::control_plane::{ControlPlane, GUARD, MUTATING, SERVICE_ACCOUNT, SYSTEM_NS, Webhook};
+use support::control_plane::{ControlPlane, GUARD, MUTATING, SYSTEM_NS, Webhook};
 
 use crate::objects::{example, text};
 
 const SHA: &str = "/metadata/annotations/flyte.org~1spec-sha";
 const RELEASE: &str = "ksvc-webhook";
-/// `serve`'s flags for the chart's admission Deployment.
-const ADMISSION_PART: &[&str] = &["--role=admission", "--lease-name=ksvc-webhook-admission"];
 
 /// `helm ARGS…` against the control plane as its admin.
 fn helm(plane: &ControlPlane, args: &[&str]) -> Ran {
@@ -90,12 +88,6 @@ fn nothing_blocks(plane: &ControlPlane, prefix: &str) {
         .ok("delete the unadmitted KService");
 }
 
-/// A fresh token for the webhook's ServiceAccount (a reinstall made a new one).
-fn renew_webhook_token(plane: &ControlPlane) {
-    let token = plane.token(SYSTEM_NS, SERVICE_ACCOUNT, None);
-    plane.write_kubeconfig(&plane.webhook_kubeconfig, &token, SYSTEM_NS);
-}
-
 #[test]
 #[ignore = "needs the e2e control plane: make e2e"]
 fn helm_install_upgrade_and_uninstall_on_the_real_control_plane() {
@@ -116,10 +108,10 @@ fn helm_install_upgrade_and_uninstall_on_the_real_control_plane() {
     helm_apply(plane, "install", &["--create-namespace"]).ok("helm install");
     let config = plane.get_json(&["mutatingwebhookconfiguration", MUTATING]);
     assert_eq!(config["webhooks"][0]["failurePolicy"], "Ignore");
-    renew_webhook_token(plane);
-    // The chart's ServiceAccount `ksvc-webhook` is the admission part's: the server runs as that
-    // part, under its own Lease.
-    let mut webhook = Webhook::start(plane, "helm", ADMISSION_PART);
+    // The chart's ServiceAccounts are the two parts': each process runs as its own, as in the
+    // rest of the suite.
+    plane.renew_tokens();
+    let mut webhook = Webhook::start(plane, "helm", &[]);
 
     let ns = plane.namespace("helm");
     let created = plane
@@ -172,8 +164,7 @@ fn helm_install_upgrade_and_uninstall_on_the_real_control_plane() {
     // The new pods run with the new flag: the leader writes it.
     webhook.stop();
     drop(webhook);
-    let upgraded = [ADMISSION_PART, &["--failure-policy=Ignore"]].concat();
-    let webhook = Webhook::start(plane, "helm-upgraded", &upgraded);
+    let webhook = Webhook::start(plane, "helm-upgraded", &["--failure-policy=Ignore"]);
     drop(webhook);
 
     helm(plane, &["uninstall", RELEASE, "-n", SYSTEM_NS, "--wait"]).ok("helm uninstall");

@@ -1,48 +1,31 @@
-//! RBAC, least privilege, over the whole run: the webhook ran every test under its real
-//! identity (a TokenRequest token of `ksvc-system/ksvc-webhook`), so kube-apiserver's audit log
-//! holds every call it made and the answer each got. None may have been refused, and every call
-//! the server declares (`SERVER_CALLS`, which the manifests' RBAC is held to) must have been made
-//! at least once: a declared call never made is a permission granted for nothing.
+//! RBAC, least privilege, over the whole run, per part: the admission part ran every test under
+//! a TokenRequest token of `ksvc-system/ksvc-webhook` and the controller part under one of
+//! `ksvc-system/ksvc-webhook-controller`, so kube-apiserver's audit log holds every call each
+//! made and the answer each got. None may have been refused, and every call a part declares
+//! (`serve::api_calls` of its role, which tests/manifests.rs holds its account's RBAC to) must
+//! have been made by that part's account at least once: a declared call never made is a
+//! permission granted for nothing.
 //!
 //! scripts/e2e.sh runs this test after the rest of the suite; alone it has nothing to read.
 
-use ksvc_webhook::cli::check::SERVER_CALLS;
+use ksvc_webhook::cli::serve::{CertMode, api_calls};
 use ksvc_webhook::cluster::rbac::ApiCall;
+use ksvc_webhook::server::role::Role;
 use support::control_plane::ControlPlane;
 
-use crate::audit;
+use crate::audit::{self, CONTROLLER_USER, WEBHOOK_USER};
 
 #[test]
 #[ignore = "needs the e2e control plane: make e2e"]
-fn the_webhook_was_never_refused_and_made_every_declared_call() {
+fn each_part_was_never_refused_and_made_every_call_it_declares() {
     let _serial = ControlPlane::lock();
     let plane = ControlPlane::get();
-    // The missing-rule test's 403s are its point: its namespace is left out.
-    let calls: Vec<_> = audit::webhook_calls(plane)
-        .into_iter()
-        .filter(|e| {
-            !e["objectRef"]["namespace"]
-                .as_str()
-                .is_some_and(|ns| ns.starts_with(crate::missing_rule::PREFIX))
-        })
-        .collect();
-    assert!(
-        calls.len() > 100,
-        "only {} calls of the webhook in {}: run the whole suite first (make e2e)",
-        calls.len(),
-        plane.dir.join("audit.log").display()
-    );
-
-    let refused: Vec<String> = calls
-        .iter()
-        .filter(|e| e["responseStatus"]["code"] == 403)
-        .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
-        .collect();
-    assert_eq!(
-        refused,
-        Vec::<String>::new(),
-        "calls of the webhook refused by RBAC"
-    );
+    for (user, role) in [
+        (WEBHOOK_USER, Role::Admission),
+        (CONTROLLER_USER, Role::Controller),
+    ] {
+        part_was_never_refused_and_made_its_calls(plane, user, role);
+    }
 
     // And the servers' own logs agree: no call they made was forbidden.
     for entry in std::fs::read_dir(&plane.dir).unwrap() {
@@ -59,6 +42,35 @@ fn the_webhook_was_never_refused_and_made_every_declared_call() {
             );
         }
     }
+}
+
+fn part_was_never_refused_and_made_its_calls(plane: &ControlPlane, user: &str, role: Role) {
+    // The missing-rule test's 403s are its point: its namespace is left out.
+    let calls: Vec<_> = audit::calls_of(plane, user)
+        .into_iter()
+        .filter(|e| {
+            !e["objectRef"]["namespace"]
+                .as_str()
+                .is_some_and(|ns| ns.starts_with(crate::missing_rule::PREFIX))
+        })
+        .collect();
+    assert!(
+        calls.len() > 50,
+        "only {} calls of {user} in {}: run the whole suite first (make e2e)",
+        calls.len(),
+        plane.dir.join("audit.log").display()
+    );
+
+    let refused: Vec<String> = calls
+        .iter()
+        .filter(|e| e["responseStatus"]["code"] == 403)
+        .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
+        .collect();
+    assert_eq!(
+        refused,
+        Vec::<String>::new(),
+        "calls of {user} refused by RBAC"
+    );
 
     // The loop lists by streaming (a watch with `sendInitialEvents=true`, authorized as a
     // watch), which kube-apiserver 1.36 serves; its `list` grant is for the paged lists it falls
@@ -73,7 +85,7 @@ fn the_webhook_was_never_refused_and_made_every_declared_call() {
                 .is_some_and(|uri| uri.contains("sendInitialEvents=true"));
         on && (e["verb"] == call.verb || (call.verb == "list" && streamed))
     };
-    let missing: Vec<String> = SERVER_CALLS
+    let missing: Vec<String> = api_calls(role, CertMode::SelfManaged)
         .iter()
         .flat_map(|calls| calls.iter())
         .filter(|call| !calls.iter().any(|e| made(call, e)))
@@ -82,6 +94,6 @@ fn the_webhook_was_never_refused_and_made_every_declared_call() {
     assert_eq!(
         missing,
         Vec::<String>::new(),
-        "declared calls the webhook never made in the whole run"
+        "calls {user} declares but never made in the whole run"
     );
 }

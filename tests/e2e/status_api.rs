@@ -26,8 +26,9 @@ pub fn reader(plane: &ControlPlane, namespace: &str) {
         .ok("create the reader");
 }
 
-/// `GET path` on the webhook with `token`, verifying its certificate by the published CA for
-/// the Service's name, as kube-apiserver does: the HTTP status and the body.
+/// `GET path` on the controller part (the status API) with `token`, verifying its certificate
+/// (the admission part's, which it serves) by the published CA for the Service's name, as
+/// kube-apiserver does: the HTTP status and the body.
 pub fn get(plane: &ControlPlane, token: &str, path: &str) -> (u16, String) {
     let config = plane.get_json(&["mutatingwebhookconfiguration", MUTATING]);
     let ca = base64::engine::general_purpose::STANDARD
@@ -37,7 +38,7 @@ pub fn get(plane: &ControlPlane, token: &str, path: &str) -> (u16, String) {
     let ca_file = dir.path().join("ca.crt");
     std::fs::write(&ca_file, ca).unwrap();
     let host = "ksvc-webhook.ksvc-system.svc";
-    let port = plane.webhook_port;
+    let port = plane.status_port;
     let out = Command::new("curl")
         .args(["-s", "-w", "\n%{http_code}", "--cacert"])
         .arg(&ca_file)

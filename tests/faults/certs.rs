@@ -28,6 +28,7 @@ const TIMES: u32 = 2;
 pub fn args() -> CertArgs {
     CertArgs {
         self_managed_certs: Some(true),
+        cert_manager: false,
         cert_secret: SECRET.into(),
         webhook_config_name: CONFIG.into(),
         // The revision guard's configuration is not installed here (its rows are certmgr_api's).
@@ -118,7 +119,6 @@ async fn row(verb: &'static str, resource: &'static str, fault: Fault) -> Outcom
         fake.client(),
         &args(),
         leader,
-        tokio::sync::watch::channel(true).1,
         dir.path().into(),
         Default::default(),
     )

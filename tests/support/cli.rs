@@ -103,6 +103,14 @@ pub fn repo_root() -> PathBuf {
 /// `kubeconfig`, one worker, no watch loop, listening on a free port of 127.0.0.1, its
 /// certificates in `tls_dir`; the caller adds its own flags and spawns it.
 pub fn self_managed_serve(kubeconfig: &std::path::Path, tls_dir: &std::path::Path) -> Command {
+    let mut command = serve_in_cluster(kubeconfig, tls_dir);
+    command.arg("--self-managed-certs=true");
+    command
+}
+
+/// [`self_managed_serve`] without choosing where the certificates come from: the caller says
+/// (`--cert-manager`, for one).
+pub fn serve_in_cluster(kubeconfig: &std::path::Path, tls_dir: &std::path::Path) -> Command {
     let mut command = Command::new(bin());
     command
         .args([
@@ -116,7 +124,6 @@ pub fn self_managed_serve(kubeconfig: &std::path::Path, tls_dir: &std::path::Pat
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--tls-dir")
-        .arg(tls_dir)
-        .arg("--self-managed-certs=true");
+        .arg(tls_dir);
     command
 }

@@ -5,7 +5,8 @@
 //!
 //! It owns the suite's view of that cluster: where it is (the script's `env` file), kubectl as
 //! the admin or as any token, tokens from the TokenRequest API, fresh namespaces, the webhook
-//! processes (each stopped when dropped, each with a PID file the script's `down` also reads), and
+//! processes (both parts, each under its own ServiceAccount; each stopped when dropped, each with
+//! a PID file the script's `down` also reads), and
 //! the log tails printed when a test fails. Tests share one cluster and take [`ControlPlane::lock`]
 //! to run one at a time.
 
@@ -21,9 +22,11 @@ use crate::cli::{Ran, repo_root};
 mod webhook;
 pub use webhook::Webhook;
 
-/// The webhook's namespace, ServiceAccount and registrations, as `manifests/` names them.
+/// The webhook's namespace, the two parts' ServiceAccounts and the registrations, as
+/// `manifests/` names them.
 pub const SYSTEM_NS: &str = "ksvc-system";
 pub const SERVICE_ACCOUNT: &str = "ksvc-webhook";
+pub const CONTROLLER_ACCOUNT: &str = "ksvc-webhook-controller";
 pub const MUTATING: &str = "zz-ksvc-webhook.flyte.org";
 pub const GUARD: &str = "ksvc-webhook-revision-guard.flyte.org";
 
@@ -39,8 +42,12 @@ pub struct ControlPlane {
     pub server: String,
     /// The webhook's port on 127.0.0.1, which the webhook configurations' `service.port` name.
     pub webhook_port: u16,
-    /// A kubeconfig with a TokenRequest token of `ksvc-system/ksvc-webhook`.
+    /// The controller part's port on 127.0.0.1 (the status API).
+    pub status_port: u16,
+    /// A kubeconfig with a TokenRequest token of `ksvc-system/ksvc-webhook` (the admission part).
     pub webhook_kubeconfig: PathBuf,
+    /// A kubeconfig with a TokenRequest token of `ksvc-system/ksvc-webhook-controller`.
+    pub controller_kubeconfig: PathBuf,
 }
 
 static PLANE: OnceLock<ControlPlane> = OnceLock::new();
@@ -83,18 +90,21 @@ impl ControlPlane {
         };
         let dir = PathBuf::from(var("E2E_DIR"));
         let webhook_port = free_port();
+        let status_port = free_port();
         ControlPlane {
             kubeconfig: PathBuf::from(var("KUBECONFIG")),
             kubectl: PathBuf::from(var("K8S_BIN")).join("kubectl"),
             server: format!("https://127.0.0.1:{}", var("E2E_API_PORT")),
             webhook_port,
+            status_port,
             webhook_kubeconfig: dir.join("ksvc-webhook.kubeconfig"),
+            controller_kubeconfig: dir.join("ksvc-webhook-controller.kubeconfig"),
             dir,
         }
     }
 
     /// `kubectl apply -k` of manifests/ through e2e/overlay, with the webhook configurations'
-    /// port set to [`Self::webhook_port`]; then the webhook's kubeconfig with a fresh token.
+    /// port set to [`Self::webhook_port`]; then each part's kubeconfig with a fresh token.
     /// Done once by [`Self::get`]; a test that uninstalled puts the install back with it.
     pub fn install(&self) {
         // kustomize refuses absolute resource paths: the layer lives under target/e2e, two
@@ -117,8 +127,19 @@ impl ControlPlane {
         std::fs::write(layer.join("kustomization.yaml"), kustomization).unwrap();
         self.kubectl(&["apply", "-k", &layer.display().to_string()])
             .ok("install manifests/ through e2e/overlay");
-        let token = self.token(SYSTEM_NS, SERVICE_ACCOUNT, None);
-        self.write_kubeconfig(&self.webhook_kubeconfig, &token, SYSTEM_NS);
+        self.renew_tokens();
+    }
+
+    /// Each part's kubeconfig with a fresh token of its ServiceAccount (a reinstall made new
+    /// accounts).
+    pub fn renew_tokens(&self) {
+        for (account, kubeconfig) in [
+            (SERVICE_ACCOUNT, &self.webhook_kubeconfig),
+            (CONTROLLER_ACCOUNT, &self.controller_kubeconfig),
+        ] {
+            let token = self.token(SYSTEM_NS, account, None);
+            self.write_kubeconfig(kubeconfig, &token, SYSTEM_NS);
+        }
     }
 
     /// kubectl as the admin.

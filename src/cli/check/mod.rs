@@ -35,7 +35,7 @@ use time::OffsetDateTime;
 
 use crate::cli::app::TIMEOUT;
 use crate::cli::output::{self, Output};
-use crate::cli::serve::api_calls;
+use crate::cli::serve::{CertMode, api_calls};
 use crate::cli::status::{self as proxy, Unanswered};
 use crate::cluster::call;
 use crate::cluster::client::{self, ClientArgs};
@@ -51,6 +51,7 @@ use probe::DryRun;
 /// the union `tests/manifests.rs` holds the RBAC manifests to (add any new part's `API_CALLS`).
 pub const SERVER_CALLS: &[&[ApiCall]] = &[
     certmgr::API_CALLS,
+    certmgr::POLICY_CALLS,
     crate::cluster::election::API_CALLS,
     watch::API_CALLS,
     apps::auth::api::API_CALLS,
@@ -170,9 +171,10 @@ async fn checks(
         Fetched::Missing => Fetched::Missing,
         Fetched::Failed(why) => Fetched::Failed(why),
     };
+    let mode = cert_mode(&mutating);
     let mut rbac = Vec::new();
     for part in reviewed {
-        let access = access(&part.client, part.role, server, args).await;
+        let access = access(&part.client, part.role, mode, server, args).await;
         let (id, name) = part_names(part.role);
         rbac.push(eval::rbac(id, &part.user, name, &access));
     }
@@ -215,6 +217,20 @@ async fn checks(
         probe::admission(&valid, &invalid, &install, probe_ns),
     ]);
     outcomes
+}
+
+/// The certificates the install runs with, as its webhook configuration says: cainjector's
+/// annotation means cert-manager (the overlay, the chart's `certificates.mode: certManager`),
+/// whose admission part makes only the failurePolicy switch's calls.
+fn cert_mode(mutating: &Fetched<Value>) -> CertMode {
+    match mutating {
+        Fetched::Found(config)
+            if config["metadata"]["annotations"][keys::CERT_MANAGER_INJECT_CA_FROM].is_string() =>
+        {
+            CertMode::CertManager
+        }
+        _ => CertMode::SelfManaged,
+    }
 }
 
 /// The RBAC check's id for a part, and how its message names the part.
@@ -334,10 +350,16 @@ where
 
 /// Whether the reviewed user may make each call its part makes, by SelfSubjectAccessReviews
 /// sent as that user (impersonated by `as_user`).
-async fn access(as_user: &Client, role: Role, server: &str, args: &CheckArgs) -> Vec<Access> {
+async fn access(
+    as_user: &Client,
+    role: Role,
+    mode: CertMode,
+    server: &str,
+    args: &CheckArgs,
+) -> Vec<Access> {
     let api: Api<SelfSubjectAccessReview> = Api::all(as_user.clone());
     let mut out = Vec::new();
-    for call in api_calls(role).into_iter().flatten() {
+    for call in api_calls(role, mode).into_iter().flatten() {
         let (namespace, name) = args.scope_of(call, role);
         let review = SelfSubjectAccessReview {
             spec: SelfSubjectAccessReviewSpec {
@@ -553,7 +575,12 @@ impl CheckArgs {
 
     /// The namespace and name a call of the server is made in and on, as its grants name them.
     fn scope_of(&self, call: &ApiCall, role: Role) -> (Option<&str>, Option<&str>) {
-        let named = matches!(call.verb, "get" | "update" | "patch");
+        // The server lists and watches its webhook configuration with a name field selector,
+        // which the API server authorizes as a request on that name.
+        let named = match call.resource {
+            "mutatingwebhookconfigurations" => call.verb != "create",
+            _ => matches!(call.verb, "get" | "update" | "patch"),
+        };
         let ns = Some(self.namespace.as_str());
         match call.resource {
             "secrets" => (ns, named.then_some(self.cert_secret.as_str())),

@@ -1,35 +1,51 @@
-//! `ksvc-webhook serve` as the e2e suite runs it: a local process beside the control plane,
-//! under the webhook ServiceAccount's token, with self-managed certificates.
+//! `ksvc-webhook serve` as the e2e suite runs it: both parts as local processes beside the
+//! control plane, as the two Deployments run them, each under its own ServiceAccount's token —
+//! `--role admission` (self-managed certificates, the webhook's port) and `--role controller`
+//! (the loop and the status API, serving the certificate files the admission part wrote) — so
+//! the RBAC of each part is proven on the real API server.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{ControlPlane, MUTATING, PLANE, SYSTEM_NS, run, tail};
+use super::{ControlPlane, MUTATING, PLANE, SYSTEM_NS, free_port, run, tail};
 use crate::cli::{bin, repo_root};
 use crate::poll;
 
-/// One `ksvc-webhook serve` process on the control plane's webhook port, under the webhook's
-/// ServiceAccount token, with self-managed certificates. Stopped (SIGTERM) when dropped; when the
-/// test is failing, the tails of its log and the control plane's are printed first.
-pub struct Webhook {
+/// `serve`'s flags for the admission part (its own Lease, as the Deployment's).
+const ADMISSION: &[&str] = &["--role=admission", "--lease-name=ksvc-webhook-admission"];
+
+/// One `serve` process, with its log and PID file.
+struct Process {
     child: Child,
-    /// Its stderr and stdout, JSON log lines.
-    pub log: PathBuf,
+    log: PathBuf,
     pid_file: PathBuf,
+}
+
+/// The two parts of one replica: the admission part on a port, under the webhook's
+/// ServiceAccount token, with self-managed certificates; the controller part on a port of its
+/// own, under its ServiceAccount's token, serving the same certificate files. Stopped (SIGTERM)
+/// when dropped; when the test is failing, the tails of their logs and the control plane's are
+/// printed first. `extra` flags go to both.
+pub struct Webhook {
+    admission: Process,
+    controller: Process,
+    /// The controller part's port (the status API).
+    pub status_port: u16,
     _tls: tempfile::TempDir,
 }
 
 impl Webhook {
-    /// Start `serve` as `identity` (its Lease holder name) with `extra` flags; returns once its
-    /// /readyz answers 200, the leader has published the CA into the mutating configuration and
-    /// switched its failurePolicy from the install's `Ignore` to `--failure-policy` (`Fail`).
+    /// Start both parts as `identity` (their Lease holder name) with `extra` flags; returns once
+    /// both answer /readyz, the leader has published the CA into the mutating configuration
+    /// and switched its failurePolicy from the install's `Ignore` to `--failure-policy` (`Fail`).
     /// The configurations are pointed at [`ControlPlane::webhook_port`] first (a test that
     /// pointed them elsewhere may have failed before it put them back).
     pub fn start(plane: &ControlPlane, identity: &str, extra: &[&str]) -> Webhook {
         plane.point_webhooks_at(plane.webhook_port);
         let webhook = Self::spawn(plane, identity, plane.webhook_port, extra);
         webhook.wait_ready(plane.webhook_port);
+        webhook.wait_ready(webhook.status_port);
         poll::blocking(
             "the CA bundle is in the mutating webhook configuration",
             Duration::from_secs(60),
@@ -57,19 +73,111 @@ impl Webhook {
         webhook
     }
 
-    /// Start `serve` on `port` without waiting for anything.
+    /// Start the admission part on `port`, and once it has written its certificate files the
+    /// controller part ([`ControlPlane::status_port`] beside the webhook's port, else a free
+    /// one), without waiting for either to answer.
     pub fn spawn(plane: &ControlPlane, identity: &str, port: u16, extra: &[&str]) -> Webhook {
         let tls = tempfile::tempdir().unwrap();
-        let log = plane.dir.join(format!("ksvc-webhook-{identity}.log"));
-        let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new(bin())
+        let mut admission = Command::new(bin());
+        admission
             .arg("serve")
+            .args(ADMISSION)
             .arg(format!("--listen=127.0.0.1:{port}"))
             .arg("--tls-dir")
             .arg(tls.path())
             .arg("--self-managed-certs=true")
             .arg("--kubeconfig")
-            .arg(&plane.webhook_kubeconfig)
+            .arg(&plane.webhook_kubeconfig);
+        let admission = Process::start(
+            plane,
+            admission,
+            identity,
+            &format!("ksvc-webhook-{identity}"),
+            extra,
+        );
+        poll::blocking(
+            "the admission part wrote its certificate files",
+            Duration::from_secs(60),
+            || tls.path().join("tls.crt").exists().then_some(()),
+        );
+        let status_port = match port == plane.webhook_port {
+            true => plane.status_port,
+            false => free_port(),
+        };
+        let mut controller = Command::new(bin());
+        controller
+            .args(["serve", "--role=controller"])
+            .arg(format!("--listen=127.0.0.1:{status_port}"))
+            .arg("--tls-dir")
+            .arg(tls.path())
+            .arg("--self-managed-certs=false")
+            .arg("--kubeconfig")
+            .arg(&plane.controller_kubeconfig);
+        let name = format!("ksvc-webhook-{identity}-controller");
+        let controller = Process::start(plane, controller, identity, &name, extra);
+        Webhook {
+            admission,
+            controller,
+            status_port,
+            _tls: tls,
+        }
+    }
+
+    /// Wait until /readyz on `port` answers 200 (the certificate is the webhook's own: not
+    /// verified here; kube-apiserver verifies it on every call the tests make).
+    pub fn wait_ready(&self, port: u16) {
+        let url = format!("https://127.0.0.1:{port}/readyz");
+        poll::blocking(
+            &format!("{url} answers 200"),
+            Duration::from_secs(60),
+            || {
+                let mut command = Command::new("curl");
+                command.args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", &url]);
+                (run(command, b"").stdout == "200").then_some(())
+            },
+        );
+    }
+
+    /// Everything both parts have logged so far.
+    pub fn log_text(&self) -> String {
+        [&self.admission.log, &self.controller.log]
+            .iter()
+            .map(|log| std::fs::read_to_string(log).unwrap_or_default())
+            .collect()
+    }
+
+    /// The admission part's log file.
+    pub fn admission_log(&self) -> &Path {
+        &self.admission.log
+    }
+
+    /// SIGKILL both parts, as a crashed node; waits for the processes to be gone.
+    pub fn kill(&mut self) {
+        self.admission.kill();
+        self.controller.kill();
+    }
+
+    /// SIGTERM both parts, as the kubelet stops a pod (each releases its Lease); SIGKILL after
+    /// 10 s.
+    pub fn stop(&mut self) {
+        self.admission.stop();
+        self.controller.stop();
+    }
+}
+
+impl Process {
+    /// Spawn `command` (`serve` with its part's flags) with the suite's common flags, `extra`,
+    /// and `identity` as its Lease holder name; its output goes to `<name>.log`.
+    fn start(
+        plane: &ControlPlane,
+        mut command: Command,
+        identity: &str,
+        name: &str,
+        extra: &[&str],
+    ) -> Process {
+        let log = plane.dir.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = command
             .args([
                 "--log-format=json",
                 "--drain-period=0s",
@@ -90,48 +198,20 @@ impl Webhook {
         // scripts/e2e-cluster.sh kills what a killed test run left behind.
         let pid_file = plane.dir.join(format!("ksvc-webhook-{}.pid", child.id()));
         std::fs::write(&pid_file, child.id().to_string()).unwrap();
-        Webhook {
+        Process {
             child,
             log,
             pid_file,
-            _tls: tls,
         }
     }
 
-    /// Wait until /readyz on `port` answers 200 (the certificate is the webhook's own: not
-    /// verified here; kube-apiserver verifies it on every call the tests make).
-    pub fn wait_ready(&self, port: u16) {
-        let url = format!("https://127.0.0.1:{port}/readyz");
-        poll::blocking(
-            &format!("{url} answers 200"),
-            Duration::from_secs(60),
-            || {
-                let mut command = Command::new("curl");
-                command.args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", &url]);
-                (run(command, b"").stdout == "200").then_some(())
-            },
-        );
-    }
-
-    /// Everything the process has logged so far.
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGKILL, as a crashed node; waits for the process to be gone.
-    pub fn kill(&mut self) {
+    fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.pid_file);
     }
 
-    /// SIGTERM, as the kubelet stops a pod (the server releases its Lease); SIGKILL after 10 s.
-    pub fn stop(&mut self) {
+    fn stop(&mut self) {
         if matches!(self.child.try_wait(), Ok(Some(_))) {
             return self.kill();
         }
@@ -152,7 +232,8 @@ impl Webhook {
 impl Drop for Webhook {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("{}", tail(&self.log, 40));
+            eprintln!("{}", tail(&self.admission.log, 40));
+            eprintln!("{}", tail(&self.controller.log, 40));
             if let Some(plane) = PLANE.get() {
                 eprintln!("{}", plane.log_tails(20));
             }
