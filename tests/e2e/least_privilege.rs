@@ -1,13 +1,14 @@
 //! RBAC, least privilege, over the whole run: the webhook ran every test under its real
 //! identity (a TokenRequest token of `ksvc-system/ksvc-webhook`), so kube-apiserver's audit log
 //! holds every call it made and the answer each got. None may have been refused, and every call
-//! the server declares (`SERVER_CALLS`, which the manifests' RBAC is held to) must have been made
-//! at least once: a declared call never made is a permission granted for nothing.
+//! the server declares (`api_calls(Role::All)`, which the manifests' RBAC is held to) must have
+//! been made at least once: a declared call never made is a permission granted for nothing.
 //!
 //! scripts/e2e.sh runs this test after the rest of the suite; alone it has nothing to read.
 
-use ksvc_webhook::cli::check::SERVER_CALLS;
+use ksvc_webhook::cli::serve::api_calls;
 use ksvc_webhook::cluster::rbac::ApiCall;
+use ksvc_webhook::server::role::Role;
 use support::control_plane::ControlPlane;
 
 use crate::audit;
@@ -73,9 +74,9 @@ fn the_webhook_was_never_refused_and_made_every_declared_call() {
                 .is_some_and(|uri| uri.contains("sendInitialEvents=true"));
         on && (e["verb"] == call.verb || (call.verb == "list" && streamed))
     };
-    let missing: Vec<String> = SERVER_CALLS
-        .iter()
-        .flat_map(|calls| calls.iter())
+    let missing: Vec<String> = api_calls(Role::All)
+        .into_iter()
+        .flatten()
         .filter(|call| !calls.iter().any(|e| made(call, e)))
         .map(|call| format!("{} {}.{}", call.verb, call.resource, call.group))
         .collect();
