@@ -17,38 +17,19 @@ use ksvc_webhook::certmgr::pki;
 use ksvc_webhook::certmgr::{CertArgs, Manager, Plan, SecretData, Synced, plan::Fresh};
 use serde_json::json;
 use support::FakeApi;
+use support::certs::{CONFIG, CONFIGS, NS, SECRET, bundles, cert_args, webhook_config};
 use support::fake_api::Fault;
 use support::harness::trusted;
 use time::{Duration, OffsetDateTime};
 
-const NS: &str = "ksvc-system";
-const SECRET: &str = "ksvc-webhook-certs";
-const CONFIG: &str = "zz-ksvc-webhook.flyte.org";
 const SECRETS: &str = "secrets";
-const CONFIGS: &str = "mutatingwebhookconfigurations";
 const GUARD: &str = "ksvc-webhook-revision-guard.flyte.org";
 const GUARDS: &str = "validatingwebhookconfigurations";
 
 /// The fake API with the webhook's configuration (two webhooks) stored.
 async fn with_config() -> FakeApi {
     let api = FakeApi::start().await;
-    let hook = |name: &str| {
-        json!({
-            "name": name,
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "clientConfig": {"service": {"name": "ksvc-webhook", "namespace": NS, "path": "/mutate", "port": 443}}
-        })
-    };
-    api.put(
-        CONFIGS,
-        json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": CONFIG},
-            "webhooks": [hook(CONFIG), hook("second.flyte.org")]
-        }),
-    );
+    api.put(CONFIGS, webhook_config(&[CONFIG, "second.flyte.org"]));
     api
 }
 
@@ -59,20 +40,6 @@ fn secret(api: &FakeApi) -> Option<Secret> {
 
 fn data(api: &FakeApi) -> SecretData {
     SecretData::from_secret(&secret(api).unwrap()).unwrap()
-}
-
-/// The caBundle of every webhook of the configuration, decoded.
-fn bundles(api: &FakeApi) -> Vec<Vec<u8>> {
-    use base64::Engine as _;
-    api.get(CONFIGS, "", CONFIG).unwrap()["webhooks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| match h["clientConfig"]["caBundle"].as_str() {
-            Some(b) => base64::engine::general_purpose::STANDARD.decode(b).unwrap(),
-            None => Vec::new(),
-        })
-        .collect()
 }
 
 /// Every write the fake answered, as `METHOD resource[/name]`.
@@ -89,16 +56,8 @@ fn writes(api: &FakeApi) -> Vec<String> {
 
 fn args() -> CertArgs {
     CertArgs {
-        self_managed_certs: Some(true),
-        cert_manager: false,
-        cert_secret: SECRET.into(),
-        webhook_config_name: CONFIG.into(),
         guard_config_name: GUARD.into(),
-        service_name: "ksvc-webhook".into(),
-        namespace: NS.into(),
-        failure_policy: ksvc_webhook::certmgr::FailurePolicy::Fail,
-        cert_sync_interval: std::time::Duration::from_secs(60),
-        cert_bootstrap_timeout: std::time::Duration::from_secs(5),
+        ..cert_args()
     }
 }
 

@@ -14,49 +14,25 @@ use std::process::Stdio;
 use ksvc_webhook::certmgr::{CertArgs, FailurePolicy, Manager};
 use serde_json::{Value, json};
 use support::FakeApi;
+use support::certs::{CONFIG, CONFIGS, NS, SECRET, cert_args, webhook_config};
 use support::harness::KillOnDrop;
 use support::poll;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
-const NS: &str = "ksvc-system";
-const SECRET: &str = "ksvc-webhook-certs";
-const CONFIG: &str = "zz-ksvc-webhook.flyte.org";
-const CONFIGS: &str = "mutatingwebhookconfigurations";
-
 /// The configuration as the manifests install it: one webhook, `Ignore`, no caBundle.
 async fn installed() -> FakeApi {
     let api = FakeApi::start().await;
-    api.put(
-        CONFIGS,
-        json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": CONFIG},
-            "webhooks": [{
-                "name": CONFIG,
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Ignore",
-                "clientConfig": {"service": {"name": "ksvc-webhook", "namespace": NS, "path": "/mutate", "port": 443}}
-            }]
-        }),
-    );
+    let mut config = webhook_config(&[CONFIG]);
+    config["webhooks"][0]["failurePolicy"] = "Ignore".into();
+    api.put(CONFIGS, config);
     api
 }
 
 fn args(policy: FailurePolicy) -> CertArgs {
     CertArgs {
-        self_managed_certs: Some(true),
-        cert_manager: false,
-        cert_secret: SECRET.into(),
-        webhook_config_name: CONFIG.into(),
-        guard_config_name: String::new(),
         failure_policy: policy,
-        service_name: "ksvc-webhook".into(),
-        namespace: NS.into(),
-        cert_sync_interval: std::time::Duration::from_secs(60),
-        cert_bootstrap_timeout: std::time::Duration::from_secs(5),
+        ..cert_args()
     }
 }
 
@@ -125,16 +101,21 @@ async fn a_configured_ignore_is_written_without_waiting() {
     assert_eq!(policy(&api), "Ignore");
 }
 
-#[tokio::test]
-async fn the_secret_it_creates_is_owned_by_the_webhook_configuration() {
-    let api = installed().await;
-    let uid = api.get(CONFIGS, "", CONFIG).unwrap()["metadata"]["uid"].clone();
+/// The Secret after one sync round, not as the leader.
+async fn secret_of_a_follower_sync(api: &FakeApi) -> Value {
     let dir = tempfile::tempdir().unwrap();
     Manager::new(api.client(), &args(FailurePolicy::Fail), dir.path())
         .sync(OffsetDateTime::now_utc(), false)
         .await
         .unwrap();
-    let secret = api.get("secrets", NS, SECRET).unwrap();
+    api.get("secrets", NS, SECRET).unwrap()
+}
+
+#[tokio::test]
+async fn the_secret_it_creates_is_owned_by_the_webhook_configuration() {
+    let api = installed().await;
+    let uid = api.get(CONFIGS, "", CONFIG).unwrap()["metadata"]["uid"].clone();
+    let secret = secret_of_a_follower_sync(&api).await;
     let owners = secret["metadata"]["ownerReferences"].as_array().unwrap();
     assert_eq!(owners.len(), 1, "{owners:?}");
     assert_eq!(owners[0]["kind"], "MutatingWebhookConfiguration");
@@ -146,12 +127,7 @@ async fn the_secret_it_creates_is_owned_by_the_webhook_configuration() {
 #[tokio::test]
 async fn without_the_configuration_the_secret_has_no_owner_and_the_server_still_starts() {
     let api = FakeApi::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    Manager::new(api.client(), &args(FailurePolicy::Fail), dir.path())
-        .sync(OffsetDateTime::now_utc(), false)
-        .await
-        .unwrap();
-    let secret = api.get("secrets", NS, SECRET).unwrap();
+    let secret = secret_of_a_follower_sync(&api).await;
     assert!(secret["metadata"].get("ownerReferences").is_none());
 }
 

@@ -1,7 +1,9 @@
 //! The admission policy flags shared by `mutate`, `review`, `drift`, `explain` and `serve`: the
 //! cluster settings the decision depends on, validated once into an
-//! [`admission::Policy`](crate::admission::Policy); and [`SidecarSourceArgs`], the flags of the
-//! offline commands that read the sidecar catalogue from the cluster instead of a file.
+//! [`admission::Policy`](crate::admission::Policy); [`SidecarSourceArgs`], the flags of the
+//! offline commands that read the sidecar catalogue from the cluster instead of a file; and
+//! [`OfflinePolicyArgs`], the two with the cluster to read it from, as `mutate` and `explain`
+//! take them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -182,6 +184,27 @@ pub struct SidecarSourceArgs {
     pub sidecars_configmap: String,
 }
 
+/// The policy flags of `mutate` and `explain`: the policy, where its sidecar catalogue comes
+/// from, and the cluster (also the one `explain NAME` reads).
+#[derive(Debug, Clone, Args)]
+pub struct OfflinePolicyArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub sidecars_source: SidecarSourceArgs,
+    #[command(flatten)]
+    pub cluster: ClientArgs,
+}
+
+impl OfflinePolicyArgs {
+    /// The validated policy, with the cluster's catalogue when `--sidecars-from-cluster` asks.
+    pub fn policy(&self) -> anyhow::Result<Policy> {
+        let mut policy = self.policy.policy()?;
+        self.sidecars_source.apply(&mut policy, &self.cluster)?;
+        Ok(policy)
+    }
+}
+
 impl SidecarSourceArgs {
     /// `policy` with the cluster's catalogue when `--sidecars-from-cluster` asks for it.
     pub fn apply(&self, policy: &mut Policy, cluster: &ClientArgs) -> anyhow::Result<()> {
@@ -250,8 +273,11 @@ mod tests {
         let super::super::Command::Mutate(args) = cli.command else {
             panic!("not mutate");
         };
-        assert!(args.policy.policy().is_err(), "offline commands still fail");
-        let policy = args.policy.startup_policy().unwrap();
+        assert!(
+            args.offline.policy.policy().is_err(),
+            "offline commands still fail"
+        );
+        let policy = args.offline.policy.startup_policy().unwrap();
         let reason = policy.sidecars.unavailable_reason().unwrap().to_string();
         assert!(
             reason.contains("does not have the expected shape"),
@@ -295,7 +321,7 @@ mod tests {
         let mutate = |extra: &[&str]| {
             let args = ["ksvc-webhook", "mutate", "-f", "-"].iter().chain(extra);
             match super::super::Cli::parse_from(args).command {
-                super::super::Command::Mutate(args) => args.policy,
+                super::super::Command::Mutate(args) => args.offline.policy,
                 _ => panic!("not mutate"),
             }
         };

@@ -1,7 +1,8 @@
 //! TLS for the admission listener: load a PEM pair, serve it through a swappable rustls resolver,
 //! and reload it when the files change (through `reload.rs`'s loop, which re-reads both files
-//! every `reload_interval` and compares their content with what was last seen). A changed pair
-//! that does not load is logged and counted, and the pair already serving stays. Never blocks a
+//! every `reload_interval` and compares their content with what was last seen). The two files are
+//! read as one pair: one swapped between the reads is read again whole. A changed pair that does
+//! not load is logged and counted once, and the pair already serving stays. Never blocks a
 //! handshake on file I/O.
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path} changed on every read of its pair")]
+    Unsettled { path: PathBuf },
     #[error("{path} holds no PEM certificate")]
     NoCertificate { path: PathBuf },
     #[error("{path} holds no PEM private key")]
@@ -194,15 +197,42 @@ impl Reload for Reloader {
     }
 }
 
+/// Reads of a pair that changed while it was read, before [`read_pair`] gives up on it.
+const PAIR_READS: usize = 3;
+
 async fn read_raw(paths: &CertPaths) -> Result<Raw> {
     let read = |path: PathBuf| async move {
         tokio::fs::read(&path)
             .await
             .map_err(|source| Error::Read { path, source })
     };
-    Ok(Raw {
-        cert: read(paths.cert.clone()).await?,
-        key: read(paths.key.clone()).await?,
+    read_pair(paths, read).await
+}
+
+/// Both files as one pair. Kubernetes swaps a Secret's files together, but the swap can fall
+/// between the two reads: a torn pair (the old certificate, the new key) would be rejected, and
+/// the whole one that follows counted as a second change. So the certificate is read again after
+/// the key, and a pair it changed under is read again.
+async fn read_pair<F, R>(paths: &CertPaths, mut read: F) -> Result<Raw>
+where
+    F: FnMut(PathBuf) -> R,
+    R: std::future::Future<Output = Result<Vec<u8>>>,
+{
+    let mut cert = read(paths.cert.clone()).await?;
+    for _ in 0..PAIR_READS {
+        let key = read(paths.key.clone()).await?;
+        let again = read(paths.cert.clone()).await?;
+        if again == cert {
+            return Ok(Raw { cert, key });
+        }
+        tracing::info!(
+            cert = %paths.cert.display(),
+            "the certificate changed while its key was read; reading the pair again"
+        );
+        cert = again;
+    }
+    Err(Error::Unsettled {
+        path: paths.cert.clone(),
     })
 }
 
@@ -263,6 +293,25 @@ mod tests {
         let p = pair();
         let loaded = parse(&raw(&p.cert_pem, &p.key_pem), &paths(), &provider).unwrap();
         assert!(loaded.not_after > 0);
+    }
+
+    /// A reader answering `reads` in turn, as files swapped between two reads would.
+    fn files(reads: &[&str]) -> impl FnMut(PathBuf) -> std::future::Ready<Result<Vec<u8>>> {
+        let mut reads: std::collections::VecDeque<Vec<u8>> =
+            reads.iter().map(|r| r.as_bytes().to_vec()).collect();
+        move |_| std::future::ready(Ok(reads.pop_front().unwrap()))
+    }
+
+    #[tokio::test]
+    async fn a_pair_swapped_between_its_reads_is_read_again_whole() {
+        let whole = read_pair(&paths(), files(&["c0", "k0", "c0"])).await;
+        assert_eq!(whole.unwrap(), raw("c0", "k0"));
+        // Swapped after the certificate was read: the key read is the new one.
+        let swapped = read_pair(&paths(), files(&["c0", "k1", "c1", "k1", "c1"])).await;
+        assert_eq!(swapped.unwrap(), raw("c1", "k1"));
+        let reads = ["c0", "k1", "c1", "k2", "c2", "k3", "c3"];
+        let err = read_pair(&paths(), files(&reads)).await.unwrap_err();
+        assert!(matches!(err, Error::Unsettled { .. }), "{err}");
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::hub::AppKey;
+use super::hub::{AppKey, gone};
 use super::view::KService;
 use crate::admission::Policy;
 use crate::admission::drift::{self, Drift, Reason};
@@ -131,13 +131,7 @@ impl DriftIndex {
 
     /// Keep only the apps whose keys are in `live`.
     pub fn retain(&mut self, live: &BTreeSet<AppKey>) {
-        let gone: Vec<AppKey> = self
-            .entries
-            .keys()
-            .filter(|k| !live.contains(k))
-            .cloned()
-            .collect();
-        for key in gone {
+        for key in gone(self.entries.keys(), live) {
             self.remove(&key);
         }
     }

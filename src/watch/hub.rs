@@ -265,12 +265,7 @@ impl Hub {
 
     /// Keep only the apps whose keys are in `live`; the others are removed as deleted.
     pub fn retain(&self, live: &std::collections::BTreeSet<AppKey>) {
-        let gone: Vec<AppKey> = lock(&self.inner)
-            .apps
-            .keys()
-            .filter(|k| !live.contains(k))
-            .cloned()
-            .collect();
+        let gone = gone(lock(&self.inner).apps.keys(), live);
         for key in gone {
             self.remove(&key);
         }
@@ -374,6 +369,14 @@ impl Hub {
     pub fn subscriber_count(&self) -> usize {
         lock(&self.inner).subs.len()
     }
+}
+
+/// The keys of `keys` that are not in `live`: the apps a re-list no longer found.
+pub fn gone<'a>(
+    keys: impl Iterator<Item = &'a AppKey>,
+    live: &std::collections::BTreeSet<AppKey>,
+) -> Vec<AppKey> {
+    keys.filter(|k| !live.contains(k)).cloned().collect()
 }
 
 fn publish(inner: &Inner, record: &AppRecord, event: &WatchEvent) {

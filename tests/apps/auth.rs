@@ -14,7 +14,7 @@ use ksvc_webhook::watch::hub::AppRecord;
 use ksvc_webhook::watch::status::{AppStatus, Phase};
 use serde_json::Value;
 use support::fake_api::authn::REJECTION;
-use support::status_api::{fake, get, get_full, record, request, reviews, setup};
+use support::status_api::{assert_code, fake, get, get_full, record, request, reviews, setup};
 use tower::ServiceExt;
 
 fn names(v: &Value) -> Vec<String> {
@@ -123,20 +123,17 @@ async fn a_namespace_scoped_caller_sees_only_its_namespace() {
         (code, names(&body)),
         (StatusCode::OK, vec!["a/w".into(), "a/x".into()])
     );
-    assert_eq!(
-        get(&s.app, "/apps/a/x", Some("t-alice")).await.0,
-        StatusCode::OK
-    );
+    assert_code(&s.app, "/apps/a/x", "t-alice", StatusCode::OK).await;
     let (code, body) = get(&s.app, "/apps/b/y", Some("t-alice")).await;
     assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
-    assert_eq!(
-        get(&s.app, "/apps/a/gone", Some("t-alice")).await.0,
-        StatusCode::NOT_FOUND
-    );
-    assert_eq!(
-        get(&s.app, "/apps?namespace=b", Some("t-alice")).await.0,
-        StatusCode::FORBIDDEN
-    );
+    assert_code(&s.app, "/apps/a/gone", "t-alice", StatusCode::NOT_FOUND).await;
+    assert_code(
+        &s.app,
+        "/apps?namespace=b",
+        "t-alice",
+        StatusCode::FORBIDDEN,
+    )
+    .await;
     // A cluster-wide reader gets everything, unfiltered.
     let (code, headers, body) = get_full(&s.app, "/apps", Some("t-admin")).await;
     assert_eq!(code, StatusCode::OK);
@@ -223,27 +220,22 @@ async fn the_api_server_down_is_503_never_open() {
         let (code, headers, body) = get_full(&s.app, uri, Some("t-alice")).await;
         assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{uri}: {body}");
         assert_eq!(headers["retry-after"], "5");
-        assert!(
-            body["error"]
-                .as_str()
-                .unwrap()
-                .contains("cannot check access"),
-            "{body}"
-        );
+        let error = body["error"].as_str().unwrap();
+        assert!(error.contains("cannot check access"), "{body}");
     }
 
     // An API server that answers errors: 503 as well, and the error is not cached.
     let fake = fake().await;
     let s = setup(fake.client(), Duration::from_secs(10), (8, 8));
     fake.fail_requests(Method::POST, "subjectaccessreviews", 1);
-    assert_eq!(
-        get(&s.app, "/apps/a/x", Some("t-alice")).await.0,
-        StatusCode::SERVICE_UNAVAILABLE
-    );
-    assert_eq!(
-        get(&s.app, "/apps/a/x", Some("t-alice")).await.0,
-        StatusCode::OK
-    );
+    assert_code(
+        &s.app,
+        "/apps/a/x",
+        "t-alice",
+        StatusCode::SERVICE_UNAVAILABLE,
+    )
+    .await;
+    assert_code(&s.app, "/apps/a/x", "t-alice", StatusCode::OK).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,13 +354,8 @@ async fn serve_wires_the_guard_by_default_and_drops_it_with_status_auth_false() 
     // No cluster to ask (the kubeconfig does not exist): 503, never open.
     let (code, body) = get(&app, "/apps", Some("t")).await;
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-    assert!(
-        body["error"]
-            .as_str()
-            .unwrap()
-            .contains("cannot check access"),
-        "{body}"
-    );
+    let error = body["error"].as_str().unwrap();
+    assert!(error.contains("cannot check access"), "{body}");
 
     let open = flags(&["--status-auth=false"]);
     let metrics = ksvc_webhook::apps::metrics::StatusMetrics::default();

@@ -15,7 +15,7 @@ use ksvc_webhook::apps::auth::limits::Rate;
 use ksvc_webhook::apps::streams::Maximums;
 use support::fake_api::Fault;
 use support::fake_api::authn::REJECTION;
-use support::status_api::{fake, get, get_full, request, reviews, setup, setup_with};
+use support::status_api::{assert_code, fake, get, get_full, request, reviews, setup, setup_with};
 use tower::ServiceExt;
 
 const STREAMS: Maximums = Maximums {
@@ -48,6 +48,38 @@ async fn flood(
 
 fn count(answers: &[(StatusCode, bool)], code: StatusCode) -> usize {
     answers.iter().filter(|(c, _)| *c == code).count()
+}
+
+/// A flood's `answers` held to a review budget of `budget`, of which `sent` were spent: one
+/// `refusal` per review sent, never anything allowed, the rest waiting for the budget (429) or
+/// for room (503), each saying when to retry. `(429s, 503s)`.
+fn held_to_budget(
+    answers: &[(StatusCode, bool)],
+    refusal: StatusCode,
+    sent: usize,
+    budget: f64,
+) -> (usize, usize) {
+    let (refused, limited, busy) = (
+        count(answers, refusal),
+        count(answers, StatusCode::TOO_MANY_REQUESTS),
+        count(answers, StatusCode::SERVICE_UNAVAILABLE),
+    );
+    let all = answers.len();
+    assert_eq!(
+        refused + limited + busy,
+        all,
+        "never allowed, never anything else"
+    );
+    assert_eq!(refused, sent, "every review sent answered its request");
+    assert!(
+        limited >= all.saturating_sub(budget as usize),
+        "the rest waits for the budget: {limited}"
+    );
+    assert!(
+        answers.iter().all(|(c, retry)| *c == refusal || *retry),
+        "every 429 and 503 says when to retry"
+    );
+    (limited, busy)
 }
 
 #[tokio::test]
@@ -103,10 +135,7 @@ async fn malformed_and_oversized_names_get_400_before_any_review() {
         "no SubjectAccessReview"
     );
     // Well-formed names still go through.
-    assert_eq!(
-        get(&s.app, "/apps/a/x", Some("t-alice")).await.0,
-        StatusCode::OK
-    );
+    assert_code(&s.app, "/apps/a/x", "t-alice", StatusCode::OK).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,28 +159,8 @@ async fn a_flood_of_distinct_names_is_held_to_the_callers_review_budget() {
         (sent as f64) <= budget,
         "{sent} SubjectAccessReviews in {elapsed:.1}s, over the budget of {budget}"
     );
-    let (denied, limited, busy) = (
-        count(&answers, StatusCode::FORBIDDEN),
-        count(&answers, StatusCode::TOO_MANY_REQUESTS),
-        count(&answers, StatusCode::SERVICE_UNAVAILABLE),
-    );
-    assert_eq!(
-        denied + limited + busy,
-        2_000,
-        "never allowed, never anything else"
-    );
-    assert_eq!(denied, sent, "every review sent answered its request");
-    assert!(
-        limited >= 2_000 - budget as usize,
-        "the rest waits for the budget: {limited}"
-    );
+    let (limited, busy) = held_to_budget(&answers, StatusCode::FORBIDDEN, sent, budget);
     eprintln!("names: {sent} reviews in {elapsed:.2}s, {limited} × 429, {busy} × 503");
-    assert!(
-        answers
-            .iter()
-            .all(|(c, retry)| *c == StatusCode::FORBIDDEN || *retry),
-        "every 429 and 503 says when to retry"
-    );
     assert_eq!(
         reviews(&fake, "tokenreviews"),
         1,
@@ -166,10 +175,7 @@ async fn a_flood_of_distinct_names_is_held_to_the_callers_review_budget() {
     assert_eq!(refused("rate_limited") as usize, limited);
     assert_eq!(refused("overloaded") as usize, busy);
     // Another caller has a budget of its own.
-    assert_eq!(
-        get(&s.app, "/apps/a/x", Some("t-alice")).await.0,
-        StatusCode::OK
-    );
+    assert_code(&s.app, "/apps/a/x", "t-alice", StatusCode::OK).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -236,10 +242,7 @@ async fn a_flood_of_garbage_tokens_is_held_to_the_new_token_budget() {
     };
     let Rate { per_second, burst } = settings.new_token_rate;
     let s = setup_with(fake.client(), settings, STREAMS);
-    assert_eq!(
-        get(&s.app, "/apps/a/x", Some("t-alice")).await.0,
-        StatusCode::OK
-    );
+    assert_code(&s.app, "/apps/a/x", "t-alice", StatusCode::OK).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     let started = Instant::now();
@@ -252,25 +255,8 @@ async fn a_flood_of_garbage_tokens_is_held_to_the_new_token_budget() {
         (sent as f64) <= budget,
         "{sent} TokenReviews in {elapsed:.1}s, over the budget of {budget}"
     );
-    let (rejected, limited) = (
-        count(&answers, StatusCode::UNAUTHORIZED),
-        count(&answers, StatusCode::TOO_MANY_REQUESTS),
-    );
-    assert_eq!(rejected, sent, "every review sent answered its request");
-    assert_eq!(
-        rejected + limited + count(&answers, StatusCode::SERVICE_UNAVAILABLE),
-        1_000
-    );
-    assert!(
-        limited >= 1_000 - budget as usize,
-        "the rest waits for the budget: {limited}"
-    );
+    let (limited, _) = held_to_budget(&answers, StatusCode::UNAUTHORIZED, sent, budget);
     eprintln!("tokens: {sent} reviews in {elapsed:.2}s, {limited} × 429");
-    assert!(
-        answers
-            .iter()
-            .all(|(c, r)| *c == StatusCode::UNAUTHORIZED || *r)
-    );
     assert_eq!(reviews(&fake, "subjectaccessreviews"), 1, "only alice's");
 
     // The new-token budget is spent, yet alice's expired token is known: it is re-checked on
@@ -298,10 +284,7 @@ async fn too_many_reviews_in_flight_is_503_never_allowed() {
         ..Settings::default()
     };
     let s = setup_with(fake.client(), settings, STREAMS);
-    assert_eq!(
-        get(&s.app, "/apps/a/x", Some("t-admin")).await.0,
-        StatusCode::OK
-    );
+    assert_code(&s.app, "/apps/a/x", "t-admin", StatusCode::OK).await;
     fake.inject("create", "subjectaccessreviews", None, Fault::Hang, 1);
     let hung = tokio::spawn({
         let app = s.app.clone();
@@ -323,10 +306,7 @@ async fn too_many_reviews_in_flight_is_503_never_allowed() {
         StatusCode::SERVICE_UNAVAILABLE,
         "the timeout ends it"
     );
-    assert_eq!(
-        get(&s.app, "/apps/b/y", Some("t-admin")).await.0,
-        StatusCode::OK
-    );
+    assert_code(&s.app, "/apps/b/y", "t-admin", StatusCode::OK).await;
 }
 
 #[tokio::test]
@@ -355,10 +335,7 @@ async fn tokens_must_be_minted_for_the_configured_audience() {
         ..Settings::default()
     };
     let s = setup_with(fake.client(), settings, STREAMS);
-    assert_eq!(
-        get(&s.app, "/apps/a/x", Some("t-minted")).await.0,
-        StatusCode::OK
-    );
+    assert_code(&s.app, "/apps/a/x", "t-minted", StatusCode::OK).await;
     let sent = fake.requests_to(Method::POST, "tokenreviews");
     assert_eq!(
         sent[0].body["spec"]["audiences"],
@@ -373,14 +350,8 @@ async fn tokens_must_be_minted_for_the_configured_audience() {
     }
     // Without audiences, the API server's own: the minted token is not for it.
     let s = setup(fake.client(), Duration::from_secs(10), (8, 8));
-    assert_eq!(
-        get(&s.app, "/apps/a/x", Some("t-alice")).await.0,
-        StatusCode::OK
-    );
-    assert_eq!(
-        get(&s.app, "/apps/a/x", Some("t-minted")).await.0,
-        StatusCode::UNAUTHORIZED
-    );
+    assert_code(&s.app, "/apps/a/x", "t-alice", StatusCode::OK).await;
+    assert_code(&s.app, "/apps/a/x", "t-minted", StatusCode::UNAUTHORIZED).await;
     let last = fake
         .requests_to(Method::POST, "tokenreviews")
         .pop()

@@ -11,21 +11,7 @@ use support::{FakeApi, ksvc, poll, revision};
 async fn three_apps() -> FakeApi {
     let fake = FakeApi::start().await;
     for name in ["a", "b"] {
-        fake.put(
-            "services",
-            ksvc(
-                name,
-                false,
-                false,
-                1,
-                &[&format!("{name}-00001")],
-                &format!("{name}-00001"),
-            ),
-        );
-        fake.put(
-            "revisions",
-            revision(name, &format!("{name}-00001"), 1, false),
-        );
+        put_app(&fake, name, false);
     }
     let mut other = ksvc("c", false, false, 1, &["c-00001"], "c-00001");
     other["metadata"]["namespace"] = "other".into();
@@ -75,14 +61,7 @@ async fn output_formats_print_what_scripts_read() {
     );
     let path = run(
         &fake,
-        &[
-            "app",
-            "list",
-            "-n",
-            "apps",
-            "-o",
-            "jsonpath={.items[*].name}",
-        ],
+        &words("app list -n apps -o jsonpath={.items[*].name}"),
     )
     .await;
     assert_eq!(ok(&path), "a b");
@@ -136,6 +115,11 @@ async fn context_picks_the_kubeconfig_context_and_its_namespace() {
     );
 }
 
+/// The arguments of a command line written out with single spaces.
+fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
 /// Wait until the binary watches services (so a change made now reaches it as an event).
 async fn watching(fake: &FakeApi) {
     poll::until("the binary watches services", poll::LIMIT, || {
@@ -148,23 +132,14 @@ async fn watching(fake: &FakeApi) {
     .await;
 }
 
-/// The app stopped as Knative reports it: stop edits observed, no pods left.
-fn knative_stops(fake: &FakeApi, name: &str) {
-    fake.put(
-        "services",
-        ksvc(
-            name,
-            true,
-            true,
-            1,
-            &[&format!("{name}-00001")],
-            &format!("{name}-00001"),
-        ),
-    );
-    fake.put(
-        "revisions",
-        revision(name, &format!("{name}-00001"), 0, false),
-    );
+/// App `name` in `apps` with its one revision as Knative reports them: serving one pod, or
+/// stopped (stop edits observed, no pods left).
+fn put_app(fake: &FakeApi, name: &str, stopped: bool) {
+    let revision_name = format!("{name}-00001");
+    let service = ksvc(name, stopped, stopped, 1, &[&revision_name], &revision_name);
+    fake.put("services", service);
+    let pods = if stopped { 0 } else { 1 };
+    fake.put("revisions", revision(name, &revision_name, pods, false));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,36 +160,16 @@ async fn status_watch_prints_a_line_when_the_app_is_deleted_and_ends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_until_ends_at_the_phase_or_fails_after_the_timeout() {
     let fake = three_apps().await;
-    let args = [
-        "app",
-        "status",
-        "a",
-        "-n",
-        "apps",
-        "--until",
-        "stopped",
-        "--timeout",
-        "1m30s",
-    ];
+    let args = words("app status a -n apps --until stopped --timeout 1m30s");
     let (ran, ()) = tokio::join!(run(&fake, &args), async {
         watching(&fake).await;
-        knative_stops(&fake, "a");
+        put_app(&fake, "a", true);
     });
     assert_eq!(column(ok(&ran), 1).last(), Some(&"STOPPED"), "{ran:?}");
 
     let late = run(
         &fake,
-        &[
-            "app",
-            "status",
-            "b",
-            "-n",
-            "apps",
-            "--until",
-            "STOPPED",
-            "--timeout",
-            "1.5s",
-        ],
+        &words("app status b -n apps --until STOPPED --timeout 1.5s"),
     )
     .await;
     assert_eq!(late.code, Some(1));
@@ -243,7 +198,7 @@ async fn stop_waits_until_stopped_and_start_until_active() {
         ),
         async {
             watching(&fake).await;
-            knative_stops(&fake, "a");
+            put_app(&fake, "a", true);
         }
     );
     let out = ok(&ran);
@@ -266,17 +221,7 @@ async fn dry_run_server_asks_the_server_for_a_dry_run() {
     let fake = three_apps().await;
     for args in [
         &["app", "stop", "a", "-n", "apps", "--dry-run=server"][..],
-        &[
-            "app",
-            "update",
-            "a",
-            "-n",
-            "apps",
-            "--image",
-            "x:2",
-            "--dry-run",
-            "server",
-        ][..],
+        &words("app update a -n apps --image x:2 --dry-run server")[..],
     ] {
         let ran = run(&fake, args).await;
         assert_eq!(ok(&ran), "apps/a: updated (server dry run)\n");
@@ -287,19 +232,7 @@ async fn dry_run_server_asks_the_server_for_a_dry_run() {
             "{args:?}"
         );
     }
-    let both = run(
-        &fake,
-        &[
-            "app",
-            "start",
-            "a",
-            "-n",
-            "apps",
-            "--dry-run=server",
-            "--wait",
-        ],
-    )
-    .await;
+    let both = run(&fake, &words("app start a -n apps --dry-run=server --wait")).await;
     assert_eq!(both.code, Some(2));
 }
 
@@ -309,18 +242,7 @@ async fn update_wait_ends_at_failed_with_the_reason() {
     let _knative = fake.knative(std::time::Duration::from_millis(50));
     let ran = run(
         &fake,
-        &[
-            "app",
-            "update",
-            "a",
-            "-n",
-            "apps",
-            "--image",
-            "registry.example/broken:2",
-            "--wait",
-            "--timeout",
-            "2m",
-        ],
+        &words("app update a -n apps --image registry.example/broken:2 --wait --timeout 2m"),
     )
     .await;
     assert_eq!(ran.code, Some(1), "{ran:?}");

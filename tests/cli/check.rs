@@ -54,11 +54,7 @@ fn endpoints(ready: bool) -> Value {
 
 /// Every API call the server makes, allowed for `user` but `except` these (`verb resource`).
 fn allow_server_calls(fake: &FakeApi, user: &str, except: &[(&str, &str)]) {
-    for call in ksvc_webhook::cli::check::SERVER_CALLS
-        .iter()
-        .copied()
-        .flatten()
-    {
+    for call in api_calls(Role::All).into_iter().flatten() {
         if !except.contains(&(call.verb, call.resource)) {
             fake.allow(user, call.group, call.resource, call.verb);
         }
@@ -93,15 +89,8 @@ async fn healthy() -> (FakeApi, CertKey) {
         "metadata": {"name": "ksvc-webhook-sidecars", "namespace": NS},
         "data": {"sidecars.yaml": catalogue}}),
     );
-    fake.put(
-        "namespaces",
-        json!({"apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": "legacy", "labels": {"ksvc-webhook.flyte.org/inject": "disabled"}}}),
-    );
-    fake.put(
-        "namespaces",
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}),
-    );
+    fake.put_namespace("legacy", &[("ksvc-webhook.flyte.org/inject", "disabled")]);
+    fake.put_namespace("team-a", &[]);
     allow_server_calls(&fake, SA, &[]);
     allow_server_calls(&fake, CONTROLLER_SA, &[]);
     fake.admit_with(Policy::default());
@@ -660,10 +649,7 @@ async fn pre_names_what_stands_in_the_way() {
         "",
         ".create.clusterroles.rbac.authorization.k8s.io",
     );
-    fake.put(
-        "namespaces",
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ksvc-system"}}),
-    );
+    fake.put_namespace("ksvc-system", &[]);
     let (ca, _) = material(1, 365);
     fake.put(
         "mutatingwebhookconfigurations",

@@ -126,11 +126,7 @@ async fn from_the_cluster_it_reads_the_object_the_namespace_and_the_selector() {
                "metadata": {"name": "hello", "namespace": "team-a", "resourceVersion": "3"},
                "spec": {"template": {"spec": {"containers": [{"image": "nginx"}]}}}}),
     );
-    fake.put(
-        "namespaces",
-        json!({"apiVersion": "v1", "kind": "Namespace",
-               "metadata": {"name": "team-a", "labels": {"tier": "apps"}}}),
-    );
+    fake.put_namespace("team-a", &[("tier", "apps")]);
     fake.put(
         "mutatingwebhookconfigurations",
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",

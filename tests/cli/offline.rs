@@ -111,32 +111,10 @@ fn review_prints_the_server_answer() {
 
 #[test]
 fn name_sha_and_uninject() {
-    let out = run(
-        &[
-            "name",
-            "--project",
-            "proj",
-            "--domain",
-            "dev",
-            "--name",
-            "MyApp",
-        ],
-        b"",
-    );
-    assert_eq!(text(&out.stdout), "myapp-proj-dev\n");
-    let out = run(
-        &[
-            "name",
-            "--project",
-            "proj",
-            "--domain",
-            "dev",
-            "--name",
-            "9lives",
-        ],
-        b"",
-    );
-    assert_eq!(out.status.code(), Some(1));
+    let out = support::cli::name_of("MyApp");
+    assert_eq!(out.stdout, "myapp-proj-dev\n");
+    let out = support::cli::name_of("9lives");
+    assert_eq!(out.code, Some(1));
 
     let sha = run(&["sha", "-f", "examples/managed-ksvc.yaml"], b"");
     let shown = text(&sha.stdout);

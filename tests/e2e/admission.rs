@@ -3,7 +3,7 @@
 
 use ksvc_webhook::keys;
 use serde_json::Value;
-use support::cli::run_bin;
+use support::cli::{name_of, run_bin};
 use support::control_plane::{ControlPlane, MUTATING, Webhook};
 
 use crate::objects::{env_var, example, mutated_offline, text};
@@ -12,19 +12,7 @@ const SHA: &str = "/metadata/annotations/flyte.org~1spec-sha";
 
 /// The deterministic name `ksvc-webhook name` gives the managed example.
 fn managed_name() -> String {
-    let ran = run_bin(
-        &[
-            "name",
-            "--project",
-            "proj",
-            "--domain",
-            "dev",
-            "--name",
-            "myapp",
-        ],
-        &[],
-        b"",
-    );
+    let ran = name_of("myapp");
     assert_eq!(ran.code, Some(0), "{}", ran.stderr);
     ran.stdout.trim().to_owned()
 }

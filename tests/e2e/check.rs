@@ -74,16 +74,13 @@ fn check_passes_on_the_installed_control_plane_and_names_an_empty_ca_bundle() {
     // An empty caBundle, with the webhook stopped (no leader to publish it again): the
     // webhook's own check fails, and only it; a webhook started again puts it back.
     drop(webhook);
-    plane
-        .kubectl(&[
-            "patch",
-            "mutatingwebhookconfiguration",
-            MUTATING,
-            "--type=json",
-            "-p",
-            r#"[{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": ""}]"#,
-        ])
-        .ok("empty the caBundle");
+    let patch = r#"[{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": ""}]"#;
+    plane.json_patch(
+        "mutatingwebhookconfiguration",
+        MUTATING,
+        patch,
+        "empty the caBundle",
+    );
     let report = check(plane);
     // The admission dry run fails too: kube-apiserver cannot call a stopped webhook.
     assert_eq!(
@@ -133,17 +130,10 @@ fn check_names_a_missing_crd_and_a_missing_permission() {
 
     // A permission taken from the controller part's ClusterRole: `rbac-controller`, which
     // reviews the controller's account, names the call it no longer may make.
-    plane
-        .kubectl(&[
-            "patch",
-            "clusterrole",
-            "ksvc-webhook-controller",
-            "--type=json",
-            "-p",
-            r#"[{"op": "test", "path": "/rules/3/apiGroups/0", "value": "events.k8s.io"},
-                {"op": "remove", "path": "/rules/3"}]"#,
-        ])
-        .ok("remove the Events rule");
+    let patch = r#"[{"op": "test", "path": "/rules/3/apiGroups/0", "value": "events.k8s.io"},
+                    {"op": "remove", "path": "/rules/3"}]"#;
+    let role = "ksvc-webhook-controller";
+    plane.json_patch("clusterrole", role, patch, "remove the Events rule");
     let report = check(plane);
     plane
         .kubectl(&["apply", "-k", "target/e2e/install"])

@@ -18,16 +18,8 @@ use crate::readmit::drift_report;
 /// The configuration as a fresh install leaves it: `Ignore`, pointed at a port nobody serves.
 fn fresh_install(plane: &ControlPlane) {
     let patch = r#"[{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]"#;
-    plane
-        .kubectl(&[
-            "patch",
-            "mutatingwebhookconfiguration",
-            MUTATING,
-            "--type=json",
-            "-p",
-            patch,
-        ])
-        .ok("registered Ignore, as installed");
+    let ignore = "registered Ignore, as installed";
+    plane.json_patch("mutatingwebhookconfiguration", MUTATING, patch, ignore);
     plane.point_webhooks_at(free_port());
 }
 

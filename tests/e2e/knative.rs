@@ -92,17 +92,8 @@ pub fn route(plane: &ControlPlane, ns: &str, name: &str, latest: &str, traffic: 
 /// The revision's `routingState` label, as Knative's labeler sets it when traffic moves
 /// (`active` in the route, `reserve` once out of it).
 pub fn routing_state(plane: &ControlPlane, ns: &str, revision: &str, state: &str) {
-    plane
-        .kubectl(&[
-            "label",
-            "revision",
-            revision,
-            "-n",
-            ns,
-            "--overwrite",
-            &format!("serving.knative.dev/routingState={state}"),
-        ])
-        .ok("label the routing state");
+    let label = format!("serving.knative.dev/routingState={state}");
+    plane.label("revision", revision, ns, &label, "label the routing state");
 }
 
 fn status_patch(plane: &ControlPlane, kind: &str, name: &str, ns: &str, status: &Value) {

@@ -47,17 +47,9 @@ fn when_the_leader_dies_the_other_replica_takes_the_lease_and_serves_alone() {
 
     let name = create_managed_app(plane, &ns, "create with the survivor alone");
     for (stopped, min_scale) in [("true", Some("0")), ("false", None)] {
-        plane
-            .kubectl(&[
-                "label",
-                "ksvc",
-                &name,
-                "-n",
-                &ns,
-                "--overwrite",
-                &format!("flyte.org/app-stopped={stopped}"),
-            ])
-            .ok("stop or start through the label");
+        let label = format!("flyte.org/app-stopped={stopped}");
+        let what = "stop or start through the label";
+        plane.label("ksvc", &name, &ns, &label, what);
         let ksvc = plane.get_json(&["ksvc", &name, "-n", &ns]);
         let scale = ksvc["spec"]["template"]["metadata"]["annotations"]["autoscaling.knative.dev/min-scale"].as_str();
         let want = min_scale.or(Some("1"));

@@ -21,33 +21,19 @@ fn without_the_revision_delete_rule_the_teardown_fails_naming_it_and_recovers_wh
     let plane = ControlPlane::get();
     let ns = plane.namespace(PREFIX);
     let reinstall = Reinstall(plane);
-    plane
-        .kubectl(&[
-            "patch",
-            "clusterrole",
-            "ksvc-webhook-controller",
-            "--type=json",
-            "-p",
-            r#"[{"op": "test", "path": "/rules/1/resources", "value": ["revisions"]},
-                {"op": "replace", "path": "/rules/1/verbs", "value": ["list", "watch"]}]"#,
-        ])
-        .ok("take `delete revisions` from the ClusterRole");
+    let patch = r#"[{"op": "test", "path": "/rules/1/resources", "value": ["revisions"]},
+                    {"op": "replace", "path": "/rules/1/verbs", "value": ["list", "watch"]}]"#;
+    let role = "ksvc-webhook-controller";
+    let what = "take `delete revisions` from the ClusterRole";
+    plane.json_patch("clusterrole", role, patch, what);
     let webhook = Webhook::start(plane, PREFIX, &[]);
 
     // A stopped app whose old revision the route has left: the loop must delete it.
     let name = create_managed_app(plane, &ns, "create a managed app");
     knative::configuration(plane, &ns, &name);
     let first = knative::revision(plane, &ns, &name, 1, 1);
-    plane
-        .kubectl(&[
-            "label",
-            "ksvc",
-            &name,
-            "-n",
-            &ns,
-            "flyte.org/app-stopped=true",
-        ])
-        .ok("stop the app");
+    let stopped = "flyte.org/app-stopped=true";
+    plane.label("ksvc", &name, &ns, stopped, "stop the app");
     let second = knative::revision(plane, &ns, &name, 2, 0);
     knative::routing_state(plane, &ns, &first, "reserve");
     knative::route(plane, &ns, &name, &second, &[(&second, 100)]);

@@ -15,57 +15,25 @@ use tracing::instrument::WithSubscriber;
 
 use crate::common::{Logs, Outcome, report};
 use support::FakeApi;
+use support::certs::cert_args;
+pub use support::certs::{CONFIG, CONFIGS, NS, SECRET, bundles};
 use support::fake_api::Fault;
 use support::harness::trusted;
 
-pub const NS: &str = "ksvc-system";
-pub const SECRET: &str = "ksvc-webhook-certs";
-pub const CONFIG: &str = "zz-ksvc-webhook.flyte.org";
-pub const CONFIGS: &str = "mutatingwebhookconfigurations";
 /// Faulted calls per row (one for a call that never answers: each costs a whole call timeout).
 const TIMES: u32 = 2;
 
+/// The manager's arguments, with a bootstrap timeout longer than any row's recovery.
 pub fn args() -> CertArgs {
     CertArgs {
-        self_managed_certs: Some(true),
-        cert_manager: false,
-        cert_secret: SECRET.into(),
-        webhook_config_name: CONFIG.into(),
-        // The revision guard's configuration is not installed here (its rows are certmgr_api's).
-        guard_config_name: String::new(),
-        service_name: "ksvc-webhook".into(),
-        namespace: NS.into(),
-        failure_policy: ksvc_webhook::certmgr::FailurePolicy::Fail,
-        cert_sync_interval: Duration::from_secs(60),
         cert_bootstrap_timeout: Duration::from_secs(60),
+        ..cert_args()
     }
 }
 
 /// The webhook configuration the manifests install: two webhooks, no caBundle yet.
 pub fn webhook_config() -> Value {
-    let hook = |name: &str| {
-        json!({"name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None",
-               "clientConfig": {"service": {"name": "ksvc-webhook", "namespace": NS, "path": "/mutate", "port": 443}}})
-    };
-    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-           "metadata": {"name": CONFIG}, "webhooks": [hook(CONFIG), hook("second.flyte.org")]})
-}
-
-/// The caBundle of every webhook, decoded.
-pub fn bundles(fake: &FakeApi) -> Vec<Vec<u8>> {
-    use base64::Engine as _;
-    let config = fake.get(CONFIGS, "", CONFIG).unwrap();
-    config["webhooks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            let b64 = h["clientConfig"]["caBundle"].as_str().unwrap_or_default();
-            base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .unwrap()
-        })
-        .collect()
+    support::certs::webhook_config(&[CONFIG, "second.flyte.org"])
 }
 
 /// The certificate the server would serve from `dir` chains to every published bundle.

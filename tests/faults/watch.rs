@@ -383,30 +383,11 @@ fn listings(fake: &FakeApi, resource: &str) -> (usize, Vec<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_refusing_streaming_lists_is_listed_in_pages_from_then_on_said_once() {
     let fake = FakeApi::start().await;
-    fake.page_lists(true);
     fake.refuse_streaming_lists();
-    Row::new("list", "services", Fault::Drop).seed(&fake);
     let logs = Logs::default();
-    let leader = watch::channel(false).1;
-    let replica = Loop::spawn(
-        client(&fake, None),
-        "me",
-        leader,
-        &logs,
-        Duration::from_secs(3600),
-    );
-    until("the cache synced", Duration::from_secs(30), || {
-        replica.synced() && replica.app("first")
-    })
-    .await;
+    let replica = paged_replica(&fake, &logs, 2).await;
     // Forced to list again: the history compacted under a cut watch (410).
     let rewatched = || watches(&fake, "services") >= 3;
-    until(
-        "the services watch is open",
-        Duration::from_secs(30),
-        || watches(&fake, "services") >= 2,
-    )
-    .await;
     relist_after_a_410(&fake, &replica).await;
     assert!(rewatched());
     for resource in ["services", "revisions", "namespaces"] {
@@ -442,6 +423,27 @@ async fn a_server_refusing_streaming_lists_is_listed_in_pages_from_then_on_said_
     );
 }
 
+/// A follower over `fake` told to list in pages, once its cache has synced and the services
+/// watch has been opened `watches_open` times.
+async fn paged_replica(fake: &FakeApi, logs: &Logs, watches_open: usize) -> Loop {
+    fake.page_lists(true);
+    Row::new("list", "services", Fault::Drop).seed(fake);
+    let leader = watch::channel(false).1;
+    let hour = Duration::from_secs(3600);
+    let replica = Loop::spawn(client(fake, None), "me", leader, logs, hour);
+    until("the cache synced", Duration::from_secs(30), || {
+        replica.synced() && replica.app("first")
+    })
+    .await;
+    until(
+        "the services watch is open",
+        Duration::from_secs(30),
+        || watches(fake, "services") >= watches_open,
+    )
+    .await;
+    replica
+}
+
 /// Force `replica` to list again (the history compacted under a cut watch: 410) and wait until
 /// it serves the app put meanwhile.
 async fn relist_after_a_410(fake: &FakeApi, replica: &Loop) {
@@ -459,27 +461,8 @@ async fn relist_after_a_410(fake: &FakeApi, replica: &Loop) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_taking_streaming_lists_is_never_asked_for_pages() {
     let fake = FakeApi::start().await;
-    fake.page_lists(true);
-    Row::new("list", "services", Fault::Drop).seed(&fake);
     let logs = Logs::default();
-    let leader = watch::channel(false).1;
-    let replica = Loop::spawn(
-        client(&fake, None),
-        "me",
-        leader,
-        &logs,
-        Duration::from_secs(3600),
-    );
-    until("the cache synced", Duration::from_secs(30), || {
-        replica.synced() && replica.app("first")
-    })
-    .await;
-    until(
-        "the services watch is open",
-        Duration::from_secs(30),
-        || watches(&fake, "services") >= 1,
-    )
-    .await;
+    let replica = paged_replica(&fake, &logs, 1).await;
     relist_after_a_410(&fake, &replica).await;
     assert!(
         listings(&fake, "services").0 >= 2,

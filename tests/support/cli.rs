@@ -79,6 +79,20 @@ pub fn run_bin<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)], stdi
     }
 }
 
+/// `ksvc-webhook name` for app `app` of project `proj`, domain `dev`.
+pub fn name_of(app: &str) -> Ran {
+    let args = [
+        "name",
+        "--project",
+        "proj",
+        "--domain",
+        "dev",
+        "--name",
+        app,
+    ];
+    run_bin(&args, &[], b"")
+}
+
 /// The built `ksvc-webhook` binary of the test run: cargo builds it for the integration tests
 /// into the folder above their own (`target/<profile>/deps/<test>` beside
 /// `target/<profile>/ksvc-webhook`).

@@ -152,6 +152,20 @@ impl ControlPlane {
         self.kubectl_as(&self.kubeconfig, args, stdin)
     }
 
+    /// `kubectl patch` of the cluster-wide `kind`/`name` with the JSON patch `patch`, which must
+    /// succeed (`what` says what it does).
+    pub fn json_patch(&self, kind: &str, name: &str, patch: &str, what: &str) -> Ran {
+        let args = ["patch", kind, name, "--type=json", "-p", patch];
+        self.kubectl(&args).ok(what)
+    }
+
+    /// `kubectl label --overwrite` of `kind`/`name` in `ns`, which must succeed (`what` says
+    /// what it does).
+    pub fn label(&self, kind: &str, name: &str, ns: &str, label: &str, what: &str) -> Ran {
+        let args = ["label", kind, name, "-n", ns, "--overwrite", label];
+        self.kubectl(&args).ok(what)
+    }
+
     /// kubectl with `kubeconfig` (a token's identity).
     pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str], stdin: &[u8]) -> Ran {
         let mut command = Command::new(&self.kubectl);
@@ -267,6 +281,14 @@ fn run(mut command: Command, stdin: &[u8]) -> Ran {
 }
 
 impl Ran {
+    /// This run, which kube-apiserver must have refused because it could not call the mutating
+    /// webhook; panics with `what` and its output otherwise.
+    pub fn refused_by_the_webhook(&self, what: &str) {
+        assert_eq!(self.code, Some(1), "{what}: {}", self.stdout);
+        let failed = format!("failed calling webhook \"{MUTATING}\"");
+        assert!(self.stderr.contains(&failed), "{}", self.stderr);
+    }
+
     /// This run, which must have exited 0; panics with `what` and its output otherwise.
     pub fn ok(self, what: &str) -> Ran {
         assert_eq!(

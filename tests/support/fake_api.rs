@@ -207,6 +207,20 @@ impl FakeApi {
         crate::kubeconfig(&format!("http://{}", self.addr), "ksvc-system", dir)
     }
 
+    /// Create or replace the namespace `name`, with `labels` if there are any.
+    pub fn put_namespace(&self, name: &str, labels: &[(&str, &str)]) {
+        let mut namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        if !labels.is_empty() {
+            let labels: serde_json::Map<_, _> = labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            namespace["metadata"]["labels"] = labels.into();
+        }
+        self.put("namespaces", namespace);
+    }
+
     /// Create or replace an object as another controller (Knative, a user) would, keeping the
     /// stored generation unless the object sets one.
     pub fn put(&self, resource: &str, mut obj: Value) {

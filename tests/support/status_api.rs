@@ -106,6 +106,12 @@ pub async fn get(app: &axum::Router, uri: &str, token: Option<&str>) -> (StatusC
     (status, body)
 }
 
+/// A GET of `uri` with the bearer token `token` must be answered `want`.
+pub async fn assert_code(app: &axum::Router, uri: &str, token: &str, want: StatusCode) {
+    let (code, body) = get(app, uri, Some(token)).await;
+    assert_eq!(code, want, "GET {uri} as {token}: {body}");
+}
+
 pub async fn get_full(
     app: &axum::Router,
     uri: &str,

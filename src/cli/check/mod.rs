@@ -43,19 +43,9 @@ use crate::cluster::errors;
 use crate::cluster::rbac::ApiCall;
 use crate::server::role::Role;
 use crate::watch::writes::knative;
-use crate::{apps, certmgr, flags, keys, watch};
+use crate::{flags, keys};
 use eval::{Access, Fetched, Install, Outcome};
 use probe::DryRun;
-
-/// Every API call the server makes, by the part that makes it: the grants `check` reviews, and
-/// the union `tests/manifests.rs` holds the RBAC manifests to (add any new part's `API_CALLS`).
-pub const SERVER_CALLS: &[&[ApiCall]] = &[
-    certmgr::API_CALLS,
-    certmgr::POLICY_CALLS,
-    crate::cluster::election::API_CALLS,
-    watch::API_CALLS,
-    apps::auth::api::API_CALLS,
-];
 
 /// Run `check`; fails (exit 1) when a check fails.
 pub fn run(args: CheckArgs) -> anyhow::Result<()> {

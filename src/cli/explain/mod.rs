@@ -22,16 +22,15 @@ use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 
 use super::output::{self, Output};
-use super::policy::{PolicyArgs, SidecarSourceArgs};
-use crate::cluster::client::{self, ClientArgs};
+use super::policy::OfflinePolicyArgs;
+use crate::cluster::client;
 use crate::cluster::{call, errors};
 use crate::manifest_text as docs;
 use report::{Explanation, NamespaceFacts};
 
 /// Run `explain`: print the explanation of each KService.
 pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
-    let mut policy = args.policy.policy()?;
-    args.sidecars_source.apply(&mut policy, &args.cluster)?;
+    let policy = args.offline.policy()?;
     let namespace = args
         .namespace
         .clone()
@@ -106,12 +105,12 @@ async fn from_cluster(
     args: &ExplainArgs,
     name: &str,
 ) -> anyhow::Result<(Value, NamespaceFacts, String)> {
-    let (client, server) = client::client(&args.cluster, None).await?;
+    let (client, server) = client::client(&args.offline.cluster, None).await?;
     let namespace = match &args.namespace {
         Some(ns) => ns.clone(),
         None => client.default_namespace().to_owned(),
     };
-    let timeout = args.cluster.api_timeout;
+    let timeout = args.offline.cluster.api_timeout;
     let worded = |e| errors::Error::from_call(e, &server);
     let services: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -271,9 +270,5 @@ pub struct ExplainArgs {
     #[command(flatten)]
     pub output: output::StructuredArgs,
     #[command(flatten)]
-    pub policy: PolicyArgs,
-    #[command(flatten)]
-    pub sidecars_source: SidecarSourceArgs,
-    #[command(flatten)]
-    pub cluster: ClientArgs,
+    pub offline: OfflinePolicyArgs,
 }

@@ -18,8 +18,7 @@ use crate::keys;
 use clap::{Args, ValueEnum};
 
 use crate::admission::writers::UserInfo;
-use crate::cli::policy::{PolicyArgs, SidecarSourceArgs};
-use crate::cluster::client::ClientArgs;
+use crate::cli::policy::{OfflinePolicyArgs, PolicyArgs};
 use crate::json::Node;
 use crate::json::edit::Editor;
 use crate::manifest_text as docs;
@@ -34,8 +33,7 @@ fn write_out(text: &str) -> anyhow::Result<()> {
 
 /// `mutate`: print the mutated manifests, or the violations and fail.
 pub fn mutate(args: &MutateArgs) -> anyhow::Result<()> {
-    let mut policy = args.policy.policy()?;
-    args.sidecars_source.apply(&mut policy, &args.cluster)?;
+    let policy = args.offline.policy()?;
     let inputs = inputs::read_all(&args.input)?;
     let old = match &args.old {
         Some(path) => {
@@ -376,11 +374,7 @@ pub struct MutateArgs {
     )]
     pub groups: Vec<String>,
     #[command(flatten)]
-    pub policy: PolicyArgs,
-    #[command(flatten)]
-    pub sidecars_source: SidecarSourceArgs,
-    #[command(flatten)]
-    pub cluster: ClientArgs,
+    pub offline: OfflinePolicyArgs,
 }
 
 /// Arguments of `review`.

@@ -269,12 +269,13 @@ async fn proxy(
     }
 }
 
-fn list(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
-    if let Some(generated) = fake.generated(&path.resource) {
-        return generated_page(fake, &generated, q);
-    }
-    let inner = fake.inner.lock().unwrap();
-    let items: Vec<Value> = inner
+/// The stored objects of `path`'s resource (in its namespace, if it names one) that `q` selects.
+fn selected<'a>(
+    inner: &'a super::Inner,
+    path: &'a Path,
+    q: &'a HashMap<String, String>,
+) -> impl Iterator<Item = &'a Value> {
+    inner
         .objects
         .iter()
         .filter(|(k, v)| {
@@ -282,8 +283,15 @@ fn list(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
                 && path.namespace.as_ref().is_none_or(|ns| &k.1 == ns)
                 && matches(v, q)
         })
-        .map(|(_, v)| v.clone())
-        .collect();
+        .map(|(_, v)| v)
+}
+
+fn list(fake: &FakeApi, path: &Path, q: &HashMap<String, String>) -> Response {
+    if let Some(generated) = fake.generated(&path.resource) {
+        return generated_page(fake, &generated, q);
+    }
+    let inner = fake.inner.lock().unwrap();
+    let items: Vec<Value> = selected(&inner, path, q).cloned().collect();
     let limit = q.get("limit").and_then(|l| l.parse::<usize>().ok());
     let (items, next) = match limit.filter(|_| inner.paging) {
         Some(limit) => {
@@ -434,15 +442,8 @@ fn initial_events(inner: &super::Inner, path: &Path, q: &HashMap<String, String>
             .map(move |i| Ok(added(&(generated.make)(i))))
             .boxed(),
         None => {
-            let lines: Vec<_> = inner
-                .objects
-                .iter()
-                .filter(|(k, v)| {
-                    k.0 == path.resource
-                        && path.namespace.as_ref().is_none_or(|ns| &k.1 == ns)
-                        && matches(v, q)
-                })
-                .map(|(_, v)| Ok(added(&v.to_string())))
+            let lines: Vec<_> = selected(inner, path, q)
+                .map(|v| Ok(added(&v.to_string())))
                 .collect();
             futures::stream::iter(lines).boxed()
         }
