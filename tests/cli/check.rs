@@ -54,7 +54,10 @@ fn endpoints(ready: bool) -> Value {
 
 /// Every API call the server makes, allowed for `user` but `except` these (`verb resource`).
 fn allow_server_calls(fake: &FakeApi, user: &str, except: &[(&str, &str)]) {
-    for call in api_calls(Role::All, CertMode::SelfManaged).into_iter().flatten() {
+    for call in api_calls(Role::All, CertMode::SelfManaged)
+        .into_iter()
+        .flatten()
+    {
         if !except.contains(&(call.verb, call.resource)) {
             fake.allow(user, call.group, call.resource, call.verb);
         }
