@@ -20,6 +20,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
+use super::store::Cached;
 use super::trim;
 use crate::admission::ksvc;
 use crate::keys;
@@ -116,18 +117,33 @@ impl<'de> Deserialize<'de> for KService {
     }
 }
 
-/// A stored Service as admission reads it: its JSON text without what admission never reads
-/// and what changes while the object's spec and metadata do not (`status`, `managedFields`,
-/// `resourceVersion`, kubectl's last-applied configuration), so the text stays small and two
-/// equal texts mean an unchanged object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stored(Arc<str>);
+/// A stored Service as admission reads it: the digest of its JSON text without what admission
+/// never reads and what changes while the object's spec and metadata do not (`status`,
+/// `managedFields`, `resourceVersion`, kubectl's last-applied configuration), so two equal
+/// digests mean an unchanged object; and the text itself while the object is fresh from the API
+/// server. The store keeps the digest only ([`Stored::without_text`]): the drift report reads the
+/// text of each object as it arrives from a watch or a list, and asks for a list again when it
+/// needs the texts of objects it no longer holds (a new policy).
+#[derive(Debug, Clone)]
+pub struct Stored {
+    digest: u64,
+    text: Option<Arc<str>>,
+}
 
 impl Default for Stored {
     fn default() -> Self {
-        Self(Arc::from("{}"))
+        Self::of_text(Arc::from("{}"))
     }
 }
+
+/// Two stored objects are the same object when their digests are.
+impl PartialEq for Stored {
+    fn eq(&self, other: &Self) -> bool {
+        self.digest == other.digest
+    }
+}
+
+impl Eq for Stored {}
 
 impl Stored {
     fn of(mut value: serde_json::Value) -> Self {
@@ -138,22 +154,38 @@ impl Stored {
         if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
             meta.remove("resourceVersion");
         }
-        Self(Arc::from(value.to_string()))
+        Self::of_text(Arc::from(value.to_string()))
     }
 
-    /// The JSON text.
-    pub fn text(&self) -> &str {
-        &self.0
+    fn of_text(text: Arc<str>) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut hasher);
+        Self {
+            digest: hasher.finish(),
+            text: Some(text),
+        }
+    }
+
+    /// The JSON text, while it is held: an object decoded from the API server has it, the
+    /// store's copy does not.
+    pub fn text(&self) -> Option<&str> {
+        self.text.as_deref()
     }
 
     /// A 64-bit digest of the text, to tell a changed text from an unchanged one without
     /// keeping a copy. Held in memory only, never persisted (std's hasher may change between
     /// releases).
     pub fn digest(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        self.0.hash(&mut hasher);
-        hasher.finish()
+        self.digest
+    }
+
+    /// The digest alone, as the store keeps it.
+    pub fn without_text(&self) -> Self {
+        Self {
+            digest: self.digest,
+            text: None,
+        }
     }
 }
 
@@ -224,6 +256,24 @@ impl<'de> Deserialize<'de> for Revision {
             routed: routing.as_deref() == Some(keys::ROUTING_STATE_ACTIVE),
             status,
         })
+    }
+}
+
+impl Cached for KService {
+    /// The view with its stored text's digest, not the text.
+    fn cached(&self) -> Self {
+        Self {
+            metadata: self.metadata.clone(),
+            spec: self.spec.clone(),
+            status: self.status.clone(),
+            stored: self.stored.without_text(),
+        }
+    }
+}
+
+impl Cached for Revision {
+    fn cached(&self) -> Self {
+        self.clone()
     }
 }
 

@@ -53,7 +53,7 @@ fn a_kservice_at_etcds_limit_is_cached_at_its_trimmed_size() {
     );
     assert!(ksvc.routes_to("big-00003") && ksvc.generation_observed());
     // The stored text keeps what admission reads (the finalizer, the containers), not the rest.
-    let stored: Value = serde_json::from_str(ksvc.stored.text()).unwrap();
+    let stored: Value = serde_json::from_str(ksvc.stored.text().unwrap()).unwrap();
     assert_eq!(
         stored["metadata"]["finalizers"][0],
         "services.serving.knative.dev"
@@ -71,7 +71,7 @@ fn a_kservice_at_etcds_limit_is_cached_at_its_trimmed_size() {
             .is_none()
     );
     // Held: the view and the stored text, a thousandth of what came in.
-    let held = serde_json::to_string(&ksvc).unwrap().len() + ksvc.stored.text().len();
+    let held = serde_json::to_string(&ksvc).unwrap().len() + ksvc.stored.text().unwrap().len();
     assert!(held < 2048, "{held} bytes held of {}", text.len());
 }
 
