@@ -5,23 +5,23 @@
 //! what the watch stores hold, trimmed as they are decoded: `managedFields` and kubectl's
 //! last-applied annotation go from both (together about 60 % of a KService as kubectl and the
 //! platform write it, and nothing reads them). A Revision keeps only its name, uid,
-//! resourceVersion, owner label, `no-gc` annotation and status. A Service keeps the metadata the
-//! loop and the status API read and, for the drift report and re-admission, its [`Stored`] text:
-//! the whole object but its status and resourceVersion. So a Service is cached at about the size
-//! of its spec and metadata: a KService whose 1.5 MB is its spec stays about 1.5 MB in the cache.
+//! resourceVersion, owner label, `no-gc` annotation and status. A Service keeps the metadata,
+//! labels and annotations the loop and the status API read, and its [`Stored`] text (the whole
+//! object but its status and resourceVersion) for the drift report while it is fresh from the
+//! API server: the store keeps only the text's digest. So a Service is cached at a few hundred
+//! bytes plus its status, whatever its spec.
 //! They are never written back: every write fetches the raw object fresh and edits its JSON, so
 //! fields unknown to these views survive (a view serialised over the object would drop them).
 //! Must never do I/O.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 
 use super::store::Cached;
-use super::trim;
+use super::trim::{self, Kept, ServiceAnnotations, ServiceLabels, TemplateAnnotations};
 use crate::admission::ksvc;
 use crate::keys;
 
@@ -57,6 +57,7 @@ pub struct TrafficTarget {
 #[serde(default, rename_all = "camelCase")]
 pub struct ServiceStatus {
     pub observed_generation: Option<i64>,
+    /// Only `Ready` keeps its transition time (the others are never read).
     pub conditions: Vec<Condition>,
     pub latest_created_revision_name: String,
     pub latest_ready_revision_name: String,
@@ -64,11 +65,12 @@ pub struct ServiceStatus {
     pub traffic: Vec<TrafficTarget>,
 }
 
-/// The template metadata of a Service (`spec.template.metadata`).
+/// The template metadata of a Service (`spec.template.metadata`): the annotations the loop reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TemplateMeta {
-    pub annotations: BTreeMap<String, String>,
+    #[serde(skip_serializing)]
+    pub annotations: Kept<TemplateAnnotations>,
 }
 
 /// The template of a Service (`spec.template`).
@@ -89,7 +91,15 @@ pub struct ServiceSpec {
 /// the object as admission reads it, for the drift report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KService {
+    /// Name, namespace, uid, resourceVersion, generation and deletion time; no labels or
+    /// annotations (the fields below hold the ones the loop reads).
     pub metadata: ObjectMeta,
+    /// The labels the loop and the status API read ([`trim::ServiceLabels`]).
+    #[serde(skip)]
+    pub labels: Kept<ServiceLabels>,
+    /// The annotations the loop reads ([`trim::ServiceAnnotations`]).
+    #[serde(skip)]
+    pub annotations: Kept<ServiceAnnotations>,
     pub spec: ServiceSpec,
     pub status: ServiceStatus,
     #[serde(skip)]
@@ -99,17 +109,41 @@ pub struct KService {
 impl<'de> Deserialize<'de> for KService {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Default, Deserialize)]
+        #[serde(default, rename_all = "camelCase")]
+        struct Meta {
+            name: Option<String>,
+            namespace: Option<String>,
+            uid: Option<String>,
+            resource_version: Option<String>,
+            generation: Option<i64>,
+            deletion_timestamp: Option<Time>,
+            labels: Kept<ServiceLabels>,
+            annotations: Kept<ServiceAnnotations>,
+        }
+        #[derive(Default, Deserialize)]
         #[serde(default)]
         struct Fields {
-            metadata: ObjectMeta,
+            metadata: Meta,
             spec: ServiceSpec,
             status: ServiceStatus,
         }
         let mut value = serde_json::Value::deserialize(d)?;
         trim::drop_unread(&mut value);
-        let fields = Fields::deserialize(&value).map_err(serde::de::Error::custom)?;
+        let mut fields = Fields::deserialize(&value).map_err(serde::de::Error::custom)?;
+        trim::drop_times(&mut fields.status.conditions, Some("Ready"));
+        let m = fields.metadata;
         Ok(Self {
-            metadata: trim::service_meta(fields.metadata),
+            metadata: ObjectMeta {
+                name: m.name,
+                namespace: m.namespace,
+                uid: m.uid,
+                resource_version: m.resource_version,
+                generation: m.generation,
+                deletion_timestamp: m.deletion_timestamp,
+                ..ObjectMeta::default()
+            },
+            labels: m.labels,
+            annotations: m.annotations,
             spec: fields.spec,
             status: fields.status,
             stored: Stored::of(value),
@@ -193,9 +227,17 @@ impl Stored {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct RevisionStatus {
+    /// Without their transition times (never read).
+    #[serde(deserialize_with = "untimed")]
     pub conditions: Vec<Condition>,
     pub actual_replicas: Option<i32>,
     pub desired_replicas: Option<i32>,
+}
+
+fn untimed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Condition>, D::Error> {
+    let mut conditions = Vec::<Condition>::deserialize(d)?;
+    trim::drop_times(&mut conditions, None);
+    Ok(conditions)
 }
 
 /// A Knative `Revision` (`serving.knative.dev/v1`), as cached: name, namespace, uid,
@@ -264,6 +306,8 @@ impl Cached for KService {
     fn cached(&self) -> Self {
         Self {
             metadata: self.metadata.clone(),
+            labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
             spec: self.spec.clone(),
             status: self.status.clone(),
             stored: self.stored.without_text(),
@@ -282,14 +326,6 @@ pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Con
     conditions.iter().find(|c| c.type_ == type_)
 }
 
-fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations.as_ref()?.get(key).map(String::as_str)
-}
-
 impl KService {
     /// `metadata.name`, or `""`.
     pub fn name(&self) -> &str {
@@ -299,22 +335,18 @@ impl KService {
     pub fn namespace(&self) -> &str {
         self.metadata.namespace.as_deref().unwrap_or_default()
     }
-    /// A label's value.
+    /// A label's value, if the loop reads it ([`trim::ServiceLabels`]).
     pub fn label(&self, key: &str) -> Option<&str> {
-        label(&self.metadata, key)
+        self.labels.get(key)
     }
-    /// An annotation's value.
+    /// An annotation's value, if the loop reads it ([`trim::ServiceAnnotations`]).
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        annotation(&self.metadata, key)
+        self.annotations.get(key)
     }
-    /// A template annotation's value (`spec.template.metadata.annotations`).
+    /// A template annotation's value (`spec.template.metadata.annotations`), if the loop
+    /// reads it ([`trim::TemplateAnnotations`]).
     pub fn template_annotation(&self, key: &str) -> Option<&str> {
-        self.spec
-            .template
-            .metadata
-            .annotations
-            .get(key)
-            .map(String::as_str)
+        self.spec.template.metadata.annotations.get(key)
     }
     /// The app is desired stopped ([`ksvc::is_stopped`]).
     pub fn is_stopped(&self) -> bool {
