@@ -1,7 +1,7 @@
 //! PURE: what the cached views drop while they are decoded ([`super::view`]): `managedFields`
 //! and kubectl's last-applied annotation from every object (before a Service's stored text is
-//! made), conditions' transition times but the one the status mapping reads, and every label and
-//! annotation but the few the loop reads ([`Kept`], which reads past
+//! made), the conditions and transition times the status mapping never reads, and every label
+//! and annotation but the few the loop reads ([`Kept`], which reads past
 //! the others without storing them). Must never do I/O.
 
 use std::borrow::Cow;
@@ -24,11 +24,21 @@ pub(super) fn drop_unread(value: &mut serde_json::Value) {
     }
 }
 
-/// Drop the `lastTransitionTime` of every condition but the one of type `keep`: the status
-/// mapping reads only the Service's `Ready` one.
-pub(super) fn drop_times(conditions: &mut [Condition], keep: Option<&str>) {
+/// The conditions of a Service the status mapping looks up by type.
+pub(super) const SERVICE_CONDITIONS: &[&str] = &["Ready", "ConfigurationsReady"];
+/// The conditions of a Revision the status mapping looks up by type.
+pub(super) const REVISION_CONDITIONS: &[&str] = &["Active"];
+
+/// Keep only the conditions the status mapping reads: those of the `read` types, and any with
+/// a reason or a message (failure substates are read from every condition's, in order); and
+/// the `lastTransitionTime` only of the `timed` one (the Service's `Ready`).
+pub(super) fn read_conditions(conditions: &mut Vec<Condition>, read: &[&str], timed: Option<&str>) {
+    conditions.retain(|c| {
+        read.contains(&c.type_.as_str()) || !c.reason.is_empty() || !c.message.is_empty()
+    });
+    conditions.shrink_to_fit();
     for condition in conditions {
-        if Some(condition.type_.as_str()) != keep {
+        if Some(condition.type_.as_str()) != timed {
             condition.last_transition_time = String::new();
         }
     }
@@ -141,6 +151,7 @@ impl<'de, K: Wanted> Deserialize<'de> for Kept<K> {
                         map.next_value::<IgnoredAny>()?;
                     }
                 }
+                kept.values.shrink_to_fit();
                 Ok(kept)
             }
         }

@@ -57,7 +57,7 @@ pub struct TrafficTarget {
 #[serde(default, rename_all = "camelCase")]
 pub struct ServiceStatus {
     pub observed_generation: Option<i64>,
-    /// Only `Ready` keeps its transition time (the others are never read).
+    /// Only those the status mapping reads; only `Ready` with its transition time.
     pub conditions: Vec<Condition>,
     pub latest_created_revision_name: String,
     pub latest_ready_revision_name: String,
@@ -130,7 +130,8 @@ impl<'de> Deserialize<'de> for KService {
         let mut value = serde_json::Value::deserialize(d)?;
         trim::drop_unread(&mut value);
         let mut fields = Fields::deserialize(&value).map_err(serde::de::Error::custom)?;
-        trim::drop_times(&mut fields.status.conditions, Some("Ready"));
+        let conditions = &mut fields.status.conditions;
+        trim::read_conditions(conditions, trim::SERVICE_CONDITIONS, Some("Ready"));
         let m = fields.metadata;
         Ok(Self {
             metadata: ObjectMeta {
@@ -227,16 +228,16 @@ impl Stored {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct RevisionStatus {
-    /// Without their transition times (never read).
-    #[serde(deserialize_with = "untimed")]
+    /// Only those the status mapping reads, without their transition times.
+    #[serde(deserialize_with = "read_conditions")]
     pub conditions: Vec<Condition>,
     pub actual_replicas: Option<i32>,
     pub desired_replicas: Option<i32>,
 }
 
-fn untimed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Condition>, D::Error> {
+fn read_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Condition>, D::Error> {
     let mut conditions = Vec::<Condition>::deserialize(d)?;
-    trim::drop_times(&mut conditions, None);
+    trim::read_conditions(&mut conditions, trim::REVISION_CONDITIONS, None);
     Ok(conditions)
 }
 
