@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::marker::PhantomData;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 
@@ -40,6 +41,49 @@ pub(super) fn read_conditions(conditions: &mut Vec<Condition>, read: &[&str], ti
     for condition in conditions {
         if Some(condition.type_.as_str()) != timed {
             condition.last_transition_time = String::new();
+        }
+    }
+}
+
+/// An object's metadata as a view decodes it: what the loop reads, and of its labels and
+/// annotations the `L` and `A` keys; the rest is read past.
+#[derive(Deserialize)]
+#[serde(default, rename_all = "camelCase", bound = "")]
+pub(super) struct Meta<L: Wanted, A: Wanted> {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    pub(super) generation: Option<i64>,
+    pub(super) deletion_timestamp: Option<Time>,
+    pub(super) labels: Kept<L>,
+    pub(super) annotations: Kept<A>,
+}
+
+impl<L: Wanted, A: Wanted> Default for Meta<L, A> {
+    fn default() -> Self {
+        Self {
+            name: None,
+            namespace: None,
+            uid: None,
+            resource_version: None,
+            generation: None,
+            deletion_timestamp: None,
+            labels: Kept::default(),
+            annotations: Kept::default(),
+        }
+    }
+}
+
+impl<L: Wanted, A: Wanted> Meta<L, A> {
+    /// Name, namespace, uid and resourceVersion (taken out) as the object's `ObjectMeta`.
+    pub(super) fn identity(&mut self) -> ObjectMeta {
+        ObjectMeta {
+            name: self.name.take(),
+            namespace: self.namespace.take(),
+            uid: self.uid.take(),
+            resource_version: self.resource_version.take(),
+            ..ObjectMeta::default()
         }
     }
 }

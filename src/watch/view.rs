@@ -17,7 +17,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use super::store::Cached;
@@ -109,21 +109,9 @@ pub struct KService {
 impl<'de> Deserialize<'de> for KService {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Default, Deserialize)]
-        #[serde(default, rename_all = "camelCase")]
-        struct Meta {
-            name: Option<String>,
-            namespace: Option<String>,
-            uid: Option<String>,
-            resource_version: Option<String>,
-            generation: Option<i64>,
-            deletion_timestamp: Option<Time>,
-            labels: Kept<ServiceLabels>,
-            annotations: Kept<ServiceAnnotations>,
-        }
-        #[derive(Default, Deserialize)]
         #[serde(default)]
         struct Fields {
-            metadata: Meta,
+            metadata: trim::Meta<ServiceLabels, ServiceAnnotations>,
             spec: ServiceSpec,
             status: ServiceStatus,
         }
@@ -132,16 +120,12 @@ impl<'de> Deserialize<'de> for KService {
         let mut fields = Fields::deserialize(&value).map_err(serde::de::Error::custom)?;
         let conditions = &mut fields.status.conditions;
         trim::read_conditions(conditions, trim::SERVICE_CONDITIONS, Some("Ready"));
-        let m = fields.metadata;
+        let mut m = fields.metadata;
         Ok(Self {
             metadata: ObjectMeta {
-                name: m.name,
-                namespace: m.namespace,
-                uid: m.uid,
-                resource_version: m.resource_version,
                 generation: m.generation,
-                deletion_timestamp: m.deletion_timestamp,
-                ..ObjectMeta::default()
+                deletion_timestamp: m.deletion_timestamp.take(),
+                ..m.identity()
             },
             labels: m.labels,
             annotations: m.annotations,
@@ -266,19 +250,9 @@ impl<'de> Deserialize<'de> for Revision {
         // Unknown fields (managedFields, annotations' values, the spec) are skipped by serde
         // without being built.
         #[derive(Default, Deserialize)]
-        #[serde(default, rename_all = "camelCase")]
-        struct Meta {
-            name: Option<String>,
-            namespace: Option<String>,
-            uid: Option<String>,
-            resource_version: Option<String>,
-            labels: trim::Kept<trim::RevisionLabels>,
-            annotations: trim::Kept<trim::NoGc>,
-        }
-        #[derive(Default, Deserialize)]
         #[serde(default)]
         struct Fields {
-            metadata: Meta,
+            metadata: trim::Meta<trim::RevisionLabels, trim::NoGc>,
             status: RevisionStatus,
         }
         let Fields {
@@ -287,13 +261,7 @@ impl<'de> Deserialize<'de> for Revision {
         } = Fields::deserialize(d)?;
         let routing = m.labels.take(keys::LABEL_ROUTING_STATE);
         Ok(Self {
-            metadata: ObjectMeta {
-                name: m.name,
-                namespace: m.namespace,
-                uid: m.uid,
-                resource_version: m.resource_version,
-                ..ObjectMeta::default()
-            },
+            metadata: m.identity(),
             owner: m.labels.take(keys::LABEL_KNATIVE_SERVICE),
             no_gc: m.annotations.take(keys::ANNOTATION_NO_GC).as_deref() == Some("true"),
             routed: routing.as_deref() == Some(keys::ROUTING_STATE_ACTIVE),
