@@ -262,4 +262,46 @@ mod tests {
         );
         assert!(index.get(&key("team", "b")).is_none());
     }
+
+    #[test]
+    fn a_stale_app_without_its_text_keeps_its_drift_and_is_counted_unread() {
+        use crate::watch::store::Cached;
+        let mut index = DriftIndex::new(Arc::new(Policy::default()));
+        let a = ksvc("team", "a", "app:1");
+        let held = a.cached();
+        assert_eq!(held.stored, a.stored, "the same digest");
+        assert!(held.stored.text().is_none());
+        let before = index.update(&key("team", "a"), Some(&a)).cloned();
+        // Fresh: the store's copy, without its text, is enough.
+        assert_eq!(
+            index.update(&key("team", "a"), Some(&held)).cloned(),
+            before
+        );
+        assert_eq!(index.take_unread(), 0);
+
+        // A new policy: stale, and its text is not at hand; the last drift is served meanwhile.
+        assert!(index.set_policy(Arc::new(Policy::default())));
+        assert_eq!(
+            index.update(&key("team", "a"), Some(&held)).cloned(),
+            before
+        );
+        assert_eq!(index.take_unread(), 1);
+        assert_eq!(index.take_unread(), 0, "counted once");
+        // The list brings the text: evaluated again, nothing unread.
+        index.update(&key("team", "a"), Some(&a));
+        assert_eq!(index.take_unread(), 0);
+
+        // An opt-out needs no text; opting in again does.
+        assert!(index.set_namespace("team", Some("disabled")));
+        let excluded = index.update(&key("team", "a"), Some(&held)).unwrap();
+        assert_eq!(excluded.reasons().collect::<Vec<_>>(), [Reason::Excluded]);
+        assert_eq!(index.take_unread(), 0);
+        assert!(index.set_namespace("team", None));
+        index.update(&key("team", "a"), Some(&held));
+        assert_eq!(index.take_unread(), 1);
+        assert_eq!(count(&index, Reason::Excluded), 1, "as last evaluated");
+        index.update(&key("team", "a"), Some(&a));
+        assert_eq!(index.get(&key("team", "a")).cloned(), before);
+        assert_eq!(count(&index, Reason::Excluded), 0);
+    }
 }
