@@ -134,7 +134,10 @@ fn report(c: &mut Criterion) {
             (key, ksvc)
         })
         .collect();
-    let text: usize = services.iter().map(|(_, k)| k.stored.text().len()).sum();
+    let text: usize = services
+        .iter()
+        .map(|(_, k)| k.stored.text().unwrap_or_default().len())
+        .sum();
     eprintln!(
         "drift: {APPS} cached views, RSS {before} KiB -> {} KiB; stored text {} KiB ({} B per KService)",
         rss_kib(),
@@ -192,7 +195,7 @@ fn report(c: &mut Criterion) {
     let reviews: Vec<Vec<u8>> = services
         .iter()
         .map(|(key, ksvc)| {
-            let text = ksvc.stored.text();
+            let text = ksvc.stored.text().unwrap_or_default();
             format!(
                 r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"serving.knative.dev","version":"v1","kind":"Service"}},"operation":"UPDATE","namespace":"{}","userInfo":{{"username":"alice@example.com"}},"object":{text},"oldObject":{text}}}}}"#,
                 key.namespace

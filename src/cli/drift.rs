@@ -212,7 +212,8 @@ fn row(service: Value, namespaces: &BTreeMap<String, String>, policy: &Policy) -
         .map_err(|e| format!("cannot be read as a KService: {e}"))
         .and_then(|ksvc| {
             let inject = namespaces.get(ksvc.namespace()).map(String::as_str);
-            drift::drift(ksvc.stored.text(), inject, policy).map_err(|e| e.to_string())
+            drift::drift(ksvc.stored.text().unwrap_or_default(), inject, policy)
+                .map_err(|e| e.to_string())
         });
     match judged {
         Ok(found) => {

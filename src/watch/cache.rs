@@ -19,7 +19,9 @@ use super::view::{KService, Revision};
 pub struct Cache {
     pub services: Store<KService>,
     pub revisions: Store<Revision>,
-    index: BTreeMap<AppKey, BTreeSet<String>>,
+    /// Each Service's revision names, sorted: a vector, not a set (a set of two names costs a
+    /// whole B-tree node).
+    index: BTreeMap<AppKey, Vec<String>>,
 }
 
 /// One app as evaluated from the cache.
@@ -78,13 +80,16 @@ impl Cache {
     /// Record that a revision exists (`true`) or was deleted (`false`); returns its owner.
     pub fn note_revision(&mut self, r: &Revision, exists: bool) -> Option<AppKey> {
         let key = owner_key(r)?;
+        let name = r.name();
         if exists {
-            self.index
-                .entry(key.clone())
-                .or_default()
-                .insert(r.name().to_owned());
+            let names = self.index.entry(key.clone()).or_default();
+            if let Err(at) = names.binary_search_by(|n| n.as_str().cmp(name)) {
+                names.insert(at, name.to_owned());
+            }
         } else if let Some(names) = self.index.get_mut(&key) {
-            names.remove(r.name());
+            if let Ok(at) = names.binary_search_by(|n| n.as_str().cmp(name)) {
+                names.remove(at);
+            }
             if names.is_empty() {
                 self.index.remove(&key);
             }

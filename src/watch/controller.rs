@@ -108,9 +108,13 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let mut ns_events = pin!(Listing::new(ns_api, ns_cfg, "namespaces").default_backoff());
     let svc_api = scoped::<KService>(client.clone(), ns);
     let rev_api = scoped::<Revision>(client.clone(), ns);
+    // The drift report asks for the Services' texts again (a new policy) by listing them again.
+    let (relist, relist_asks) = tokio::sync::mpsc::unbounded_channel();
     let mut svc_events = pin!(store::reflect(
         svc_writer,
-        Listing::new(svc_api, cfg.clone(), "services").default_backoff()
+        Listing::new(svc_api, cfg.clone(), "services")
+            .relist_on(relist_asks)
+            .default_backoff()
     ));
     let mut rev_events = pin!(store::reflect(
         rev_writer,
@@ -192,6 +196,16 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
         let first_sync = after_list(&mut st, &shared);
         // Never waits: status is published here, writes only start (see `write_queue`).
         reconcile_dirty(&mut st, &shared, &mut writes, &readmit);
+        let unread = st.drift.take_unread();
+        if unread > 0 {
+            // Their drift is served as last evaluated until the list brings their texts.
+            tracing::info!(
+                apps = unread,
+                "drift stale for apps whose stored text is not held; listing the Services again"
+            );
+            // The receiver lives as long as the Services' stream, which this loop owns.
+            let _ = relist.send(());
+        }
         if first_sync {
             // Synced once every app has a status, not once their writes are done: `/apps` never
             // serves a half-filled cache, and never waits behind a slow write.

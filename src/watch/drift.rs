@@ -5,7 +5,14 @@
 //! An app is evaluated again only when something its drift depends on changed: its stored text,
 //! its namespace's opt-out label, or the admission policy (one `Arc` a catalogue reload swaps,
 //! so a new policy is a new pointer). Counts per reason are kept as apps change, never by a scan.
-//! Every replica keeps one. Never calls the API, never writes.
+//! Every replica keeps one.
+//!
+//! What it keeps per app is the drift and the digest of the text it was evaluated on, never the
+//! text: an app is evaluated from the text its Service carries as it comes from a watch or a
+//! list. When the policy changes, or a namespace opts in again, the apps' texts are no longer at
+//! hand; their drift stays as last evaluated, [`DriftIndex::take_unread`] says so, and the loop
+//! lists the Services again (by streaming, or in pages of 500) to evaluate them from the texts
+//! that list brings. Never calls the API, never writes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -16,9 +23,8 @@ use crate::admission::Policy;
 use crate::admission::drift::{self, Drift, Reason};
 
 struct Entry {
-    /// The digest of the stored text it was evaluated on ([`Stored::digest`]): not the text
-    /// itself, which the cache holds, so that a re-list replacing every object holds no second
-    /// copy of every text here.
+    /// The digest of the stored text it was evaluated on ([`super::view::Stored::digest`]): no
+    /// one keeps the text itself once it is evaluated.
     stored: u64,
     inject: Option<String>,
     /// The policy generation it was evaluated under.
@@ -34,6 +40,8 @@ pub struct DriftIndex {
     namespaces: BTreeMap<String, String>,
     entries: BTreeMap<AppKey, Entry>,
     counts: BTreeMap<Reason, i64>,
+    /// Stale apps met without their stored text, since [`DriftIndex::take_unread`].
+    unread: usize,
 }
 
 impl DriftIndex {
@@ -45,6 +53,7 @@ impl DriftIndex {
             namespaces: BTreeMap::new(),
             entries: BTreeMap::new(),
             counts: Reason::ALL.iter().map(|r| (*r, 0)).collect(),
+            unread: 0,
         }
     }
 
@@ -70,37 +79,50 @@ impl DriftIndex {
     }
 
     /// Bring one app's drift up to date with its Service (`None`: it is gone) and return it.
+    /// A Service fresh from the API server carries its stored text; the store's copy does not
+    /// ([`super::store::Cached`]): a stale app whose text is not at hand keeps its last drift
+    /// and is counted in [`DriftIndex::take_unread`], unless its namespace is excluded (which
+    /// needs no text).
     pub fn update(&mut self, key: &AppKey, ksvc: Option<&KService>) -> Option<&Drift> {
         let Some(ksvc) = ksvc else {
             self.remove(key);
             return None;
         };
-        let inject = self.namespaces.get(&key.namespace);
+        let inject = self.namespaces.get(&key.namespace).cloned();
         let digest = ksvc.stored.digest();
-        let evaluate = || Entry {
-            stored: digest,
-            inject: inject.cloned(),
-            generation: self.generation,
+        let fresh = |slot: &Entry| {
+            slot.generation == self.generation && slot.inject == inject && slot.stored == digest
+        };
+        if self.entries.get(key).is_some_and(fresh) {
+            return self.get(key);
+        }
+        let inject_label = inject.as_deref();
+        let drift = match ksvc.stored.text() {
             // The cache's text is JSON the view wrote: unreadable only if something is badly
             // wrong, and then admission would refuse it too.
-            drift: drift::drift(ksvc.stored.text(), inject.map(String::as_str), &self.policy)
+            Some(text) => drift::drift(text, inject_label, &self.policy)
                 .unwrap_or_else(|e| Drift::one(Reason::WouldReject, e.to_string())),
+            None => match drift::excluded(&key.namespace, inject_label) {
+                Some(why) => Drift::one(Reason::Excluded, why),
+                None => {
+                    self.unread += 1;
+                    return self.get(key);
+                }
+            },
+        };
+        let entry = Entry {
+            stored: digest,
+            inject,
+            generation: self.generation,
+            drift,
         };
         // In place: no key copied, no rebalancing, for the common re-evaluation.
         let (old, new) = match self.entries.get_mut(key) {
-            Some(slot)
-                if slot.generation == self.generation
-                    && slot.inject.as_ref() == inject
-                    && slot.stored == digest =>
-            {
-                return self.get(key);
-            }
             Some(slot) => {
-                let old = std::mem::replace(slot, evaluate());
+                let old = std::mem::replace(slot, entry);
                 (Some(old), slot.drift.reasons().collect::<Vec<_>>())
             }
             None => {
-                let entry = evaluate();
                 let reasons = entry.drift.reasons().collect();
                 self.entries.insert(key.clone(), entry);
                 (None, reasons)
@@ -113,6 +135,12 @@ impl DriftIndex {
             *self.counts.entry(reason).or_default() -= 1;
         }
         self.get(key)
+    }
+
+    /// How many apps [`DriftIndex::update`] found stale without their stored text since the
+    /// last call: the loop lists the Services again for their texts when it is not zero.
+    pub fn take_unread(&mut self) -> usize {
+        std::mem::take(&mut self.unread)
     }
 
     /// One app's drift, as last evaluated.
@@ -227,5 +255,47 @@ mod tests {
             index.counts()
         );
         assert!(index.get(&key("team", "b")).is_none());
+    }
+
+    #[test]
+    fn a_stale_app_without_its_text_keeps_its_drift_and_is_counted_unread() {
+        use crate::watch::store::Cached;
+        let mut index = DriftIndex::new(Arc::new(Policy::default()));
+        let a = ksvc("team", "a", "app:1");
+        let held = a.cached();
+        assert_eq!(held.stored, a.stored, "the same digest");
+        assert!(held.stored.text().is_none());
+        let before = index.update(&key("team", "a"), Some(&a)).cloned();
+        // Fresh: the store's copy, without its text, is enough.
+        assert_eq!(
+            index.update(&key("team", "a"), Some(&held)).cloned(),
+            before
+        );
+        assert_eq!(index.take_unread(), 0);
+
+        // A new policy: stale, and its text is not at hand; the last drift is served meanwhile.
+        assert!(index.set_policy(Arc::new(Policy::default())));
+        assert_eq!(
+            index.update(&key("team", "a"), Some(&held)).cloned(),
+            before
+        );
+        assert_eq!(index.take_unread(), 1);
+        assert_eq!(index.take_unread(), 0, "counted once");
+        // The list brings the text: evaluated again, nothing unread.
+        index.update(&key("team", "a"), Some(&a));
+        assert_eq!(index.take_unread(), 0);
+
+        // An opt-out needs no text; opting in again does.
+        assert!(index.set_namespace("team", Some("disabled")));
+        let excluded = index.update(&key("team", "a"), Some(&held)).unwrap();
+        assert_eq!(excluded.reasons().collect::<Vec<_>>(), [Reason::Excluded]);
+        assert_eq!(index.take_unread(), 0);
+        assert!(index.set_namespace("team", None));
+        index.update(&key("team", "a"), Some(&held));
+        assert_eq!(index.take_unread(), 1);
+        assert_eq!(count(&index, Reason::Excluded), 1, "as last evaluated");
+        index.update(&key("team", "a"), Some(&a));
+        assert_eq!(index.get(&key("team", "a")).cloned(), before);
+        assert_eq!(count(&index, Reason::Excluded), 0);
     }
 }

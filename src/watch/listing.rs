@@ -2,8 +2,9 @@
 //! `sendInitialEvents=true`, answered from the API server's watch cache) when the server takes
 //! it, and as paged lists (`limit=500`, read from etcd) when it answers the streaming list with a
 //! 400 or 422: a server with the WatchList feature turned off (or too old for it). The fallback happens once
-//! per watcher, is said at INFO, and holds for the rest of the process. Never decides what is
-//! cached ([`super::store`] does).
+//! per watcher, is said at INFO, and holds for the rest of the process. A watcher can be asked to
+//! list again from the start ([`Listing::relist_on`]): the drift report does, for the Services'
+//! texts it does not keep. Never decides what is cached ([`super::store`] does).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -12,6 +13,7 @@ use futures::Stream;
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event, watcher};
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Objects a list is answered with per page, when lists are paged.
 pub const PAGE_SIZE: u32 = 500;
@@ -25,6 +27,8 @@ pub struct Listing<K> {
     events: Events<K>,
     streaming: bool,
     what: &'static str,
+    /// Asks for a list again, from the start ([`Listing::relist_on`]).
+    relist: Option<UnboundedReceiver<()>>,
 }
 
 /// Whether an error of a streaming list says the server does not take one: 400 Bad Request or
@@ -47,13 +51,36 @@ where
     /// Watch `api` with `config`, listing by streaming first; `what` names the resource in
     /// the fallback's log line.
     pub fn new(api: Api<K>, config: watcher::Config, what: &'static str) -> Self {
-        let events = Box::pin(watcher(api.clone(), config.clone().streaming_lists()));
-        Self {
+        let mut listing = Self {
             api,
             config,
-            events,
             streaming: true,
             what,
+            relist: None,
+            events: Box::pin(futures::stream::empty()),
+        };
+        listing.events = listing.start();
+        listing
+    }
+
+    /// List again from the start whenever `asks` receives: the watch under way is dropped and
+    /// a new one lists (by streaming or in pages, as this one does now). Asks that come while a
+    /// list is under way start it again once.
+    pub fn relist_on(mut self, asks: UnboundedReceiver<()>) -> Self {
+        self.relist = Some(asks);
+        self
+    }
+
+    fn start(&self) -> Events<K> {
+        match self.streaming {
+            true => Box::pin(watcher(
+                self.api.clone(),
+                self.config.clone().streaming_lists(),
+            )),
+            false => Box::pin(watcher(
+                self.api.clone(),
+                self.config.clone().page_size(PAGE_SIZE),
+            )),
         }
     }
 }
@@ -66,6 +93,19 @@ where
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        let mut asked = false;
+        if let Some(asks) = this.relist.as_mut() {
+            while let Poll::Ready(Some(())) = asks.poll_recv(cx) {
+                asked = true;
+            }
+        }
+        if asked {
+            tracing::info!(
+                resource = this.what,
+                "listing again from the start, as asked"
+            );
+            this.events = this.start();
+        }
         match this.events.as_mut().poll_next(cx) {
             Poll::Ready(Some(Err(error))) if this.streaming && refuses_streaming(&error) => {
                 tracing::info!(
@@ -75,8 +115,7 @@ where
                     "the API server refused a streaming list; listing in pages from now on"
                 );
                 this.streaming = false;
-                let paged = this.config.clone().page_size(PAGE_SIZE);
-                this.events = Box::pin(watcher(this.api.clone(), paged));
+                this.events = this.start();
                 // Ask the new watcher at once: it starts its first page.
                 cx.waker().wake_by_ref();
                 Poll::Pending

@@ -114,7 +114,8 @@ impl LoopState {
         }
     }
 
-    /// A Service was added, changed or deleted, or its list began or ended.
+    /// A Service was added, changed or deleted, or its list began or ended. Its drift is
+    /// brought up to date from the text the event carries.
     pub(super) fn on_service(
         &mut self,
         writes: &mut Writes,
@@ -123,7 +124,10 @@ impl LoopState {
     ) {
         match ev {
             watcher::Event::Apply(k) | watcher::Event::InitApply(k) => {
-                self.dirty.insert(service_key(&k));
+                let key = service_key(&k);
+                // Now, while the event carries the stored text: the store keeps its digest only.
+                self.drift.update(&key, Some(&k));
+                self.dirty.insert(key);
             }
             watcher::Event::Delete(k) => {
                 let key = service_key(&k);

@@ -26,7 +26,7 @@ pub mod projection;
 pub mod readmit;
 pub mod status;
 pub mod store;
-mod trim;
+pub mod trim;
 pub mod view;
 pub mod write_queue;
 pub mod writes;

@@ -252,7 +252,7 @@ fn every_combination_keeps_the_invariants() {
                                 let mut k =
                                     ksvc(labels, if stale { 3 } else { 2 }, 2, conditions, traffic);
                                 if !edits {
-                                    k.spec.template.metadata.annotations.clear();
+                                    k.spec.template.metadata = Default::default();
                                 }
                                 let mut revs = vec![rev("app-00002", new_pods, vec![])];
                                 if let Some(p) = old_pods {

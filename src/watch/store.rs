@@ -7,7 +7,9 @@
 //! every entry the list did not name is swept. A re-list so holds one copy of the cache, not two;
 //! a list cut short (the watcher starts it again with [`Event::Init`]) leaves nothing behind that
 //! the next complete list does not name. While a list runs a reader sees each object as it was
-//! either before or in the list, never a half-listed empty store. Never calls the API.
+//! either before or in the list, never a half-listed empty store. Each object is held as
+//! [`Cached::cached`] makes it: a Service without its stored text (the event that brought it
+//! still carries the text, for the drift report). Never calls the API.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -65,6 +67,12 @@ pub fn store<K>() -> (Store<K>, Writer<K>) {
     (Store { map: map.clone() }, Writer { map })
 }
 
+/// What a store keeps of an object a watcher decoded: the parts the readers of the store read.
+pub trait Cached: Clone {
+    /// The copy the store holds.
+    fn cached(&self) -> Self;
+}
+
 /// The store key of an object: its namespace and name.
 pub fn key_of<K: Resource>(object: &K) -> AppKey {
     let meta = object.meta();
@@ -117,7 +125,7 @@ impl<K: Resource> Writer<K> {
     /// Apply one watcher event (see the module's header for lists).
     pub fn apply(&mut self, event: &Event<K>)
     where
-        K: Clone,
+        K: Cached,
     {
         let mut map = self.write();
         match event {
@@ -125,7 +133,7 @@ impl<K: Resource> Writer<K> {
             Event::InitApply(object) | Event::Apply(object) => {
                 let list = map.list;
                 let held = Held {
-                    object: Arc::new(object.clone()),
+                    object: Arc::new(object.cached()),
                     list,
                 };
                 match map.objects.entry(key_of(object)) {
@@ -151,7 +159,7 @@ impl<K: Resource> Writer<K> {
 /// The watcher's stream with each event applied to `writer` before it is passed on.
 pub fn reflect<K, S>(mut writer: Writer<K>, events: S) -> impl Stream<Item = S::Item>
 where
-    K: Resource + Clone,
+    K: Resource + Cached,
     S: Stream<Item = Result<Event<K>, watcher::Error>>,
 {
     events.inspect_ok(move |event| writer.apply(event))

@@ -1,15 +1,17 @@
 //! PURE: what the cached views drop while they are decoded ([`super::view`]): `managedFields`
-//! and kubectl's last-applied annotation from every object, the metadata a Service's view never
-//! reads, and every label and annotation of a Revision but the one of each the loop reads
-//! ([`Kept`], which reads past the others without storing them). Must never do I/O.
+//! and kubectl's last-applied annotation from every object (before a Service's stored text is
+//! made), the conditions and transition times the status mapping never reads, and every label
+//! and annotation but the few the loop reads ([`Kept`], which reads past
+//! the others without storing them). Must never do I/O.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 
+use super::view::Condition;
 use crate::keys;
 
 /// Remove from a decoded object what nothing of ours reads and what makes it large:
@@ -23,40 +25,126 @@ pub(super) fn drop_unread(value: &mut serde_json::Value) {
     }
 }
 
-/// A Service's metadata as the loop reads it: name, namespace, uid, resourceVersion,
-/// generation, deletion time, labels and annotations.
-pub(super) fn service_meta(meta: ObjectMeta) -> ObjectMeta {
-    ObjectMeta {
-        name: meta.name,
-        namespace: meta.namespace,
-        uid: meta.uid,
-        resource_version: meta.resource_version,
-        generation: meta.generation,
-        deletion_timestamp: meta.deletion_timestamp,
-        labels: meta.labels,
-        annotations: meta.annotations,
-        ..ObjectMeta::default()
+/// The conditions of a Service the status mapping looks up by type.
+pub(super) const SERVICE_CONDITIONS: &[&str] = &["Ready", "ConfigurationsReady"];
+/// The conditions of a Revision the status mapping looks up by type.
+pub(super) const REVISION_CONDITIONS: &[&str] = &["Active"];
+
+/// Keep only the conditions the status mapping reads: those of the `read` types, and any with
+/// a reason or a message (failure substates are read from every condition's, in order); and
+/// the `lastTransitionTime` only of the `timed` one (the Service's `Ready`).
+pub(super) fn read_conditions(conditions: &mut Vec<Condition>, read: &[&str], timed: Option<&str>) {
+    conditions.retain(|c| {
+        read.contains(&c.type_.as_str()) || !c.reason.is_empty() || !c.message.is_empty()
+    });
+    conditions.shrink_to_fit();
+    for condition in conditions {
+        if Some(condition.type_.as_str()) != timed {
+            condition.last_transition_time = String::new();
+        }
+    }
+}
+
+/// An object's metadata as a view decodes it: what the loop reads, and of its labels and
+/// annotations the `L` and `A` keys; the rest is read past.
+#[derive(Deserialize)]
+#[serde(default, rename_all = "camelCase", bound = "")]
+pub(super) struct Meta<L: Wanted, A: Wanted> {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    pub(super) generation: Option<i64>,
+    pub(super) deletion_timestamp: Option<Time>,
+    pub(super) labels: Kept<L>,
+    pub(super) annotations: Kept<A>,
+}
+
+impl<L: Wanted, A: Wanted> Default for Meta<L, A> {
+    fn default() -> Self {
+        Self {
+            name: None,
+            namespace: None,
+            uid: None,
+            resource_version: None,
+            generation: None,
+            deletion_timestamp: None,
+            labels: Kept::default(),
+            annotations: Kept::default(),
+        }
+    }
+}
+
+impl<L: Wanted, A: Wanted> Meta<L, A> {
+    /// Name, namespace, uid and resourceVersion (taken out) as the object's `ObjectMeta`.
+    pub(super) fn identity(&mut self) -> ObjectMeta {
+        ObjectMeta {
+            name: self.name.take(),
+            namespace: self.namespace.take(),
+            uid: self.uid.take(),
+            resource_version: self.resource_version.take(),
+            ..ObjectMeta::default()
+        }
     }
 }
 
 /// The keys of a string map a view keeps.
-pub(super) trait Wanted {
+pub trait Wanted {
     const KEYS: &'static [&'static str];
 }
 
+/// A Service's labels the loop and the status API read: the app's identity, whether it is ours
+/// and stopped, and its visibility.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceLabels;
+impl Wanted for ServiceLabels {
+    const KEYS: &'static [&'static str] = &[
+        keys::LABEL_APP_MANAGED,
+        keys::LABEL_APP_NAME,
+        keys::LABEL_APP_STOPPED,
+        keys::LABEL_PROJECT,
+        keys::LABEL_DOMAIN,
+        keys::LABEL_VISIBILITY,
+    ];
+}
+
+/// A Service's annotations the loop reads: the old managed mark and re-admission's two.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceAnnotations;
+impl Wanted for ServiceAnnotations {
+    const KEYS: &'static [&'static str] = &[
+        keys::ANNOTATION_APP_MANAGED,
+        keys::ANNOTATION_READMIT,
+        keys::ANNOTATION_READMITTED,
+    ];
+}
+
+/// A Service's template annotations the loop reads: whether it scales to zero.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateAnnotations;
+impl Wanted for TemplateAnnotations {
+    const KEYS: &'static [&'static str] = &[keys::ANNOTATION_MIN_SCALE];
+}
+
 /// A Revision's labels: its owner's name, and whether Knative routes to it.
-pub(super) struct RevisionLabels;
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionLabels;
 impl Wanted for RevisionLabels {
     const KEYS: &'static [&'static str] = &[keys::LABEL_KNATIVE_SERVICE, keys::LABEL_ROUTING_STATE];
 }
 
-pub(super) struct NoGc;
+/// A Revision's annotation the loop reads: `no-gc`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoGc;
 impl Wanted for NoGc {
     const KEYS: &'static [&'static str] = &[keys::ANNOTATION_NO_GC];
 }
 
 /// A string map decoded keeping only `K::KEYS`: the other entries are read past, never stored.
-pub(super) struct Kept<K> {
+/// A vector of the entries found (a key is a pointer to its constant), not a B-tree map: a map of
+/// a few entries costs a whole node of about 550 bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept<K> {
     values: Vec<(&'static str, String)>,
     keys: PhantomData<K>,
 }
@@ -71,6 +159,12 @@ impl<K> Default for Kept<K> {
 }
 
 impl<K: Wanted> Kept<K> {
+    /// The value of `key`, if kept.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        let (_, value) = self.values.iter().find(|(k, _)| *k == key)?;
+        Some(value)
+    }
+
     /// The value of `key` (one of `K::KEYS`), taken out.
     pub(super) fn take(&mut self, key: &str) -> Option<String> {
         let at = self.values.iter().position(|(k, _)| *k == key)?;
@@ -101,6 +195,7 @@ impl<'de, K: Wanted> Deserialize<'de> for Kept<K> {
                         map.next_value::<IgnoredAny>()?;
                     }
                 }
+                kept.values.shrink_to_fit();
                 Ok(kept)
             }
         }

@@ -5,22 +5,23 @@
 //! what the watch stores hold, trimmed as they are decoded: `managedFields` and kubectl's
 //! last-applied annotation go from both (together about 60 % of a KService as kubectl and the
 //! platform write it, and nothing reads them). A Revision keeps only its name, uid,
-//! resourceVersion, owner label, `no-gc` annotation and status. A Service keeps the metadata the
-//! loop and the status API read and, for the drift report and re-admission, its [`Stored`] text:
-//! the whole object but its status and resourceVersion. So a Service is cached at about the size
-//! of its spec and metadata: a KService whose 1.5 MB is its spec stays about 1.5 MB in the cache.
+//! resourceVersion, owner label, `no-gc` annotation and status. A Service keeps the metadata,
+//! labels and annotations the loop and the status API read, and its [`Stored`] text (the whole
+//! object but its status and resourceVersion) for the drift report while it is fresh from the
+//! API server: the store keeps only the text's digest. So a Service is cached at a few hundred
+//! bytes plus its status, whatever its spec.
 //! They are never written back: every write fetches the raw object fresh and edits its JSON, so
 //! fields unknown to these views survive (a view serialised over the object would drop them).
 //! Must never do I/O.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use super::trim;
+use super::store::Cached;
+use super::trim::{self, Kept, ServiceAnnotations, ServiceLabels, TemplateAnnotations};
 use crate::admission::ksvc;
 use crate::keys;
 
@@ -56,6 +57,7 @@ pub struct TrafficTarget {
 #[serde(default, rename_all = "camelCase")]
 pub struct ServiceStatus {
     pub observed_generation: Option<i64>,
+    /// Only those the status mapping reads; only `Ready` with its transition time.
     pub conditions: Vec<Condition>,
     pub latest_created_revision_name: String,
     pub latest_ready_revision_name: String,
@@ -63,11 +65,12 @@ pub struct ServiceStatus {
     pub traffic: Vec<TrafficTarget>,
 }
 
-/// The template metadata of a Service (`spec.template.metadata`).
+/// The template metadata of a Service (`spec.template.metadata`): the annotations the loop reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TemplateMeta {
-    pub annotations: BTreeMap<String, String>,
+    #[serde(skip_serializing)]
+    pub annotations: Kept<TemplateAnnotations>,
 }
 
 /// The template of a Service (`spec.template`).
@@ -88,7 +91,15 @@ pub struct ServiceSpec {
 /// the object as admission reads it, for the drift report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KService {
+    /// Name, namespace, uid, resourceVersion, generation and deletion time; no labels or
+    /// annotations (the fields below hold the ones the loop reads).
     pub metadata: ObjectMeta,
+    /// The labels the loop and the status API read ([`trim::ServiceLabels`]).
+    #[serde(skip)]
+    pub labels: Kept<ServiceLabels>,
+    /// The annotations the loop reads ([`trim::ServiceAnnotations`]).
+    #[serde(skip)]
+    pub annotations: Kept<ServiceAnnotations>,
     pub spec: ServiceSpec,
     pub status: ServiceStatus,
     #[serde(skip)]
@@ -100,15 +111,24 @@ impl<'de> Deserialize<'de> for KService {
         #[derive(Default, Deserialize)]
         #[serde(default)]
         struct Fields {
-            metadata: ObjectMeta,
+            metadata: trim::Meta<ServiceLabels, ServiceAnnotations>,
             spec: ServiceSpec,
             status: ServiceStatus,
         }
         let mut value = serde_json::Value::deserialize(d)?;
         trim::drop_unread(&mut value);
-        let fields = Fields::deserialize(&value).map_err(serde::de::Error::custom)?;
+        let mut fields = Fields::deserialize(&value).map_err(serde::de::Error::custom)?;
+        let conditions = &mut fields.status.conditions;
+        trim::read_conditions(conditions, trim::SERVICE_CONDITIONS, Some("Ready"));
+        let mut m = fields.metadata;
         Ok(Self {
-            metadata: trim::service_meta(fields.metadata),
+            metadata: ObjectMeta {
+                generation: m.generation,
+                deletion_timestamp: m.deletion_timestamp.take(),
+                ..m.identity()
+            },
+            labels: m.labels,
+            annotations: m.annotations,
             spec: fields.spec,
             status: fields.status,
             stored: Stored::of(value),
@@ -116,18 +136,33 @@ impl<'de> Deserialize<'de> for KService {
     }
 }
 
-/// A stored Service as admission reads it: its JSON text without what admission never reads
-/// and what changes while the object's spec and metadata do not (`status`, `managedFields`,
-/// `resourceVersion`, kubectl's last-applied configuration), so the text stays small and two
-/// equal texts mean an unchanged object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stored(Arc<str>);
+/// A stored Service as admission reads it: the digest of its JSON text without what admission
+/// never reads and what changes while the object's spec and metadata do not (`status`,
+/// `managedFields`, `resourceVersion`, kubectl's last-applied configuration), so two equal
+/// digests mean an unchanged object; and the text itself while the object is fresh from the API
+/// server. The store keeps the digest only ([`Stored::without_text`]): the drift report reads the
+/// text of each object as it arrives from a watch or a list, and asks for a list again when it
+/// needs the texts of objects it no longer holds (a new policy).
+#[derive(Debug, Clone)]
+pub struct Stored {
+    digest: u64,
+    text: Option<Arc<str>>,
+}
 
 impl Default for Stored {
     fn default() -> Self {
-        Self(Arc::from("{}"))
+        Self::of_text(Arc::from("{}"))
     }
 }
+
+/// Two stored objects are the same object when their digests are.
+impl PartialEq for Stored {
+    fn eq(&self, other: &Self) -> bool {
+        self.digest == other.digest
+    }
+}
+
+impl Eq for Stored {}
 
 impl Stored {
     fn of(mut value: serde_json::Value) -> Self {
@@ -138,22 +173,38 @@ impl Stored {
         if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
             meta.remove("resourceVersion");
         }
-        Self(Arc::from(value.to_string()))
+        Self::of_text(Arc::from(value.to_string()))
     }
 
-    /// The JSON text.
-    pub fn text(&self) -> &str {
-        &self.0
+    fn of_text(text: Arc<str>) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut hasher);
+        Self {
+            digest: hasher.finish(),
+            text: Some(text),
+        }
+    }
+
+    /// The JSON text, while it is held: an object decoded from the API server has it, the
+    /// store's copy does not.
+    pub fn text(&self) -> Option<&str> {
+        self.text.as_deref()
     }
 
     /// A 64-bit digest of the text, to tell a changed text from an unchanged one without
     /// keeping a copy. Held in memory only, never persisted (std's hasher may change between
     /// releases).
     pub fn digest(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        self.0.hash(&mut hasher);
-        hasher.finish()
+        self.digest
+    }
+
+    /// The digest alone, as the store keeps it.
+    pub fn without_text(&self) -> Self {
+        Self {
+            digest: self.digest,
+            text: None,
+        }
     }
 }
 
@@ -161,9 +212,17 @@ impl Stored {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct RevisionStatus {
+    /// Only those the status mapping reads, without their transition times.
+    #[serde(deserialize_with = "read_conditions")]
     pub conditions: Vec<Condition>,
     pub actual_replicas: Option<i32>,
     pub desired_replicas: Option<i32>,
+}
+
+fn read_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Condition>, D::Error> {
+    let mut conditions = Vec::<Condition>::deserialize(d)?;
+    trim::read_conditions(&mut conditions, trim::REVISION_CONDITIONS, None);
+    Ok(conditions)
 }
 
 /// A Knative `Revision` (`serving.knative.dev/v1`), as cached: name, namespace, uid,
@@ -191,19 +250,9 @@ impl<'de> Deserialize<'de> for Revision {
         // Unknown fields (managedFields, annotations' values, the spec) are skipped by serde
         // without being built.
         #[derive(Default, Deserialize)]
-        #[serde(default, rename_all = "camelCase")]
-        struct Meta {
-            name: Option<String>,
-            namespace: Option<String>,
-            uid: Option<String>,
-            resource_version: Option<String>,
-            labels: trim::Kept<trim::RevisionLabels>,
-            annotations: trim::Kept<trim::NoGc>,
-        }
-        #[derive(Default, Deserialize)]
         #[serde(default)]
         struct Fields {
-            metadata: Meta,
+            metadata: trim::Meta<trim::RevisionLabels, trim::NoGc>,
             status: RevisionStatus,
         }
         let Fields {
@@ -212,13 +261,7 @@ impl<'de> Deserialize<'de> for Revision {
         } = Fields::deserialize(d)?;
         let routing = m.labels.take(keys::LABEL_ROUTING_STATE);
         Ok(Self {
-            metadata: ObjectMeta {
-                name: m.name,
-                namespace: m.namespace,
-                uid: m.uid,
-                resource_version: m.resource_version,
-                ..ObjectMeta::default()
-            },
+            metadata: m.identity(),
             owner: m.labels.take(keys::LABEL_KNATIVE_SERVICE),
             no_gc: m.annotations.take(keys::ANNOTATION_NO_GC).as_deref() == Some("true"),
             routed: routing.as_deref() == Some(keys::ROUTING_STATE_ACTIVE),
@@ -227,17 +270,29 @@ impl<'de> Deserialize<'de> for Revision {
     }
 }
 
+impl Cached for KService {
+    /// The view with its stored text's digest, not the text.
+    fn cached(&self) -> Self {
+        Self {
+            metadata: self.metadata.clone(),
+            labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
+            spec: self.spec.clone(),
+            status: self.status.clone(),
+            stored: self.stored.without_text(),
+        }
+    }
+}
+
+impl Cached for Revision {
+    fn cached(&self) -> Self {
+        self.clone()
+    }
+}
+
 /// Find a condition by type.
 pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
-}
-
-fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
 impl KService {
@@ -249,22 +304,18 @@ impl KService {
     pub fn namespace(&self) -> &str {
         self.metadata.namespace.as_deref().unwrap_or_default()
     }
-    /// A label's value.
+    /// A label's value, if the loop reads it ([`trim::ServiceLabels`]).
     pub fn label(&self, key: &str) -> Option<&str> {
-        label(&self.metadata, key)
+        self.labels.get(key)
     }
-    /// An annotation's value.
+    /// An annotation's value, if the loop reads it ([`trim::ServiceAnnotations`]).
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        annotation(&self.metadata, key)
+        self.annotations.get(key)
     }
-    /// A template annotation's value (`spec.template.metadata.annotations`).
+    /// A template annotation's value (`spec.template.metadata.annotations`), if the loop
+    /// reads it ([`trim::TemplateAnnotations`]).
     pub fn template_annotation(&self, key: &str) -> Option<&str> {
-        self.spec
-            .template
-            .metadata
-            .annotations
-            .get(key)
-            .map(String::as_str)
+        self.spec.template.metadata.annotations.get(key)
     }
     /// The app is desired stopped ([`ksvc::is_stopped`]).
     pub fn is_stopped(&self) -> bool {

@@ -126,7 +126,10 @@ fn judged(dry: call::Result<Updated>, policy: &Policy) -> Judged {
     // The app was in a served namespace when it was started: only admission's view matters.
     let left = serde_json::from_value::<KService>(after)
         .map_err(|e| e.to_string())
-        .and_then(|k| drift::drift(k.stored.text(), None, policy).map_err(|e| e.to_string()));
+        .and_then(|k| {
+            drift::drift(k.stored.text().unwrap_or_default(), None, policy)
+                .map_err(|e| e.to_string())
+        });
     match left {
         Ok(d) if d.reasons().all(|r| !r.fixable()) => Judged::Converges,
         Ok(d) => {
