@@ -22,10 +22,9 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::policy::{self, FailurePolicy};
-use super::shell::CALL_TIMEOUT;
+use crate::cluster::call::{CALL_TIMEOUT, WATCH_TIMEOUT_SECS};
 use crate::cluster::client::{self, ClientArgs};
 use crate::report::error_chain;
-use crate::watch::controller::WATCH_TIMEOUT_SECS;
 
 /// Attempts at the patch when the configuration changes between read and write.
 const MAX_ATTEMPTS: usize = 3;

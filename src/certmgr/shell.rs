@@ -31,7 +31,7 @@ use super::plan::{self, Plan, Policy};
 use super::state::{self, SecretData};
 use super::{CertArgs, Error, FILE_CA_CRT, FILE_TLS_CRT, FILE_TLS_KEY, Result, issue};
 use crate::certmgr::pki;
-use crate::cluster::call::Backoff;
+use crate::cluster::call::{Backoff, CALL_TIMEOUT};
 use crate::locks::lock;
 use crate::report::error_chain;
 
@@ -39,8 +39,6 @@ use crate::report::error_chain;
 const MAX_STEPS: usize = 6;
 /// Attempts at the bundle patch when the configuration changes between read and write.
 const MAX_PATCH_ATTEMPTS: usize = 3;
-/// The timeout of one API call.
-pub const CALL_TIMEOUT: StdDuration = StdDuration::from_secs(10);
 /// The first pause after a failed attempt at start; it doubles after each failure.
 pub const FIRST_BACKOFF: StdDuration = StdDuration::from_secs(1);
 /// The longest pause between two attempts at start.

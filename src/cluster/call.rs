@@ -35,6 +35,12 @@ pub enum Error {
     },
 }
 
+/// Server-side timeout of each watch request; the client's read timeout must exceed it.
+pub const WATCH_TIMEOUT_SECS: u32 = 60;
+/// The timeout of one API call that is not a watch, for the certificate manager and the policy
+/// keeper.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// `Result` of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -41,11 +41,8 @@ use super::view::{KService, Revision};
 use super::write_queue::Writes;
 use super::writes::{Job, Transition, Writer};
 use crate::admission::Policy;
-use crate::cluster::call::Backoff;
+use crate::cluster::call::{Backoff, WATCH_TIMEOUT_SECS};
 use crate::report::error_chain;
-
-/// Server-side timeout of each watch request; the client's read timeout must exceed it.
-pub const WATCH_TIMEOUT_SECS: u32 = 60;
 
 /// How the loop runs.
 #[derive(Debug, Clone)]

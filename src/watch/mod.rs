@@ -172,7 +172,7 @@ async fn run(
     let timeout = client_args.api_timeout.max(Duration::from_secs(1));
     let mut stopping = stop;
     // Bounds every read, lists included; a watch is ended by the server before this fires.
-    let read_timeout = Duration::from_secs(u64::from(controller::WATCH_TIMEOUT_SECS))
+    let read_timeout = Duration::from_secs(u64::from(crate::cluster::call::WATCH_TIMEOUT_SECS))
         + timeout.max(Duration::from_secs(30));
     let connect =
         client::connect_with_backoff(&client_args, read_timeout, "the watch loop", || {

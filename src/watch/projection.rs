@@ -21,9 +21,9 @@ use serde::Deserialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::controller::WATCH_TIMEOUT_SECS;
 use crate::admission::guard::{Lookup, Owner, OwnerView, Route};
 use crate::admission::ksvc;
+use crate::cluster::call::WATCH_TIMEOUT_SECS;
 use crate::cluster::client::{self, ClientArgs};
 use crate::cluster::lease;
 use crate::cluster::rbac::ApiCall;

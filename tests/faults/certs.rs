@@ -8,8 +8,9 @@
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use ksvc_webhook::certmgr::shell::{CALL_TIMEOUT, FIRST_BACKOFF};
+use ksvc_webhook::certmgr::shell::FIRST_BACKOFF;
 use ksvc_webhook::certmgr::{self, CertArgs, Manager};
+use ksvc_webhook::cluster::call::CALL_TIMEOUT;
 use serde_json::{Value, json};
 use tracing::instrument::WithSubscriber;
 
