@@ -20,6 +20,7 @@ use kube::Resource;
 use kube::runtime::watcher::{self, Event};
 
 use super::hub::AppKey;
+use super::view::{KService, Revision};
 use crate::locks;
 
 struct Held<K> {
@@ -71,6 +72,26 @@ pub fn store<K>() -> (Store<K>, Writer<K>) {
 pub trait Cached: Clone {
     /// The copy the store holds.
     fn cached(&self) -> Self;
+}
+
+impl Cached for KService {
+    /// The view with its stored text's digest, not the text.
+    fn cached(&self) -> Self {
+        Self {
+            metadata: self.metadata.clone(),
+            labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
+            spec: self.spec.clone(),
+            status: self.status.clone(),
+            stored: self.stored.without_text(),
+        }
+    }
+}
+
+impl Cached for Revision {
+    fn cached(&self) -> Self {
+        self.clone()
+    }
 }
 
 /// The store key of an object: its namespace and name.

@@ -1,8 +1,8 @@
 //! PURE: what the cached views drop while they are decoded ([`super::view`]): `managedFields`
 //! and kubectl's last-applied annotation from every object (before a Service's stored text is
-//! made), the conditions and transition times the status mapping never reads, and every label
-//! and annotation but the few the loop reads ([`Kept`], which reads past
-//! the others without storing them). Must never do I/O.
+//! made), every label and annotation but the few the loop reads ([`Kept`], which reads past
+//! the others without storing them), and which conditions the status mapping reads (the views
+//! drop the others, beside their `Condition`). Must never do I/O.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
@@ -11,7 +11,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 
-use super::view::Condition;
 use crate::keys;
 
 /// Remove from a decoded object what nothing of ours reads and what makes it large:
@@ -29,21 +28,6 @@ pub(super) fn drop_unread(value: &mut serde_json::Value) {
 pub(super) const SERVICE_CONDITIONS: &[&str] = &["Ready", "ConfigurationsReady"];
 /// The conditions of a Revision the status mapping looks up by type.
 pub(super) const REVISION_CONDITIONS: &[&str] = &["Active"];
-
-/// Keep only the conditions the status mapping reads: those of the `read` types, and any with
-/// a reason or a message (failure substates are read from every condition's, in order); and
-/// the `lastTransitionTime` only of the `timed` one (the Service's `Ready`).
-pub(super) fn read_conditions(conditions: &mut Vec<Condition>, read: &[&str], timed: Option<&str>) {
-    conditions.retain(|c| {
-        read.contains(&c.type_.as_str()) || !c.reason.is_empty() || !c.message.is_empty()
-    });
-    conditions.shrink_to_fit();
-    for condition in conditions {
-        if Some(condition.type_.as_str()) != timed {
-            condition.last_transition_time = String::new();
-        }
-    }
-}
 
 /// An object's metadata as a view decodes it: what the loop reads, and of its labels and
 /// annotations the `L` and `A` keys; the rest is read past.

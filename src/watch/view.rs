@@ -20,7 +20,6 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use super::store::Cached;
 use super::trim::{self, Kept, ServiceAnnotations, ServiceLabels, TemplateAnnotations};
 use crate::admission::ksvc;
 use crate::keys;
@@ -119,7 +118,7 @@ impl<'de> Deserialize<'de> for KService {
         trim::drop_unread(&mut value);
         let mut fields = Fields::deserialize(&value).map_err(serde::de::Error::custom)?;
         let conditions = &mut fields.status.conditions;
-        trim::read_conditions(conditions, trim::SERVICE_CONDITIONS, Some("Ready"));
+        trim_conditions(conditions, trim::SERVICE_CONDITIONS, Some("Ready"));
         let mut m = fields.metadata;
         Ok(Self {
             metadata: ObjectMeta {
@@ -221,7 +220,7 @@ pub struct RevisionStatus {
 
 fn read_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Condition>, D::Error> {
     let mut conditions = Vec::<Condition>::deserialize(d)?;
-    trim::read_conditions(&mut conditions, trim::REVISION_CONDITIONS, None);
+    trim_conditions(&mut conditions, trim::REVISION_CONDITIONS, None);
     Ok(conditions)
 }
 
@@ -270,23 +269,18 @@ impl<'de> Deserialize<'de> for Revision {
     }
 }
 
-impl Cached for KService {
-    /// The view with its stored text's digest, not the text.
-    fn cached(&self) -> Self {
-        Self {
-            metadata: self.metadata.clone(),
-            labels: self.labels.clone(),
-            annotations: self.annotations.clone(),
-            spec: self.spec.clone(),
-            status: self.status.clone(),
-            stored: self.stored.without_text(),
+/// Keep only the conditions the status mapping reads: those of the `read` types, and any with
+/// a reason or a message (failure substates are read from every condition's, in order); and
+/// the `lastTransitionTime` only of the `timed` one (the Service's `Ready`).
+fn trim_conditions(conditions: &mut Vec<Condition>, read: &[&str], timed: Option<&str>) {
+    conditions.retain(|c| {
+        read.contains(&c.type_.as_str()) || !c.reason.is_empty() || !c.message.is_empty()
+    });
+    conditions.shrink_to_fit();
+    for condition in conditions {
+        if Some(condition.type_.as_str()) != timed {
+            condition.last_transition_time = String::new();
         }
-    }
-}
-
-impl Cached for Revision {
-    fn cached(&self) -> Self {
-        self.clone()
     }
 }
 
