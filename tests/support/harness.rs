@@ -255,6 +255,16 @@ pub async fn h1(server: &Running) -> Conn {
 }
 
 impl Conn {
+    /// Whether a request can be sent now: false once the server closed the connection (its
+    /// last answer said `Connection: close`, or it went away), as a pooling client sees it
+    /// before it picks the connection.
+    pub async fn ready(&mut self) -> bool {
+        match &mut self.sender {
+            Sender::H1(s) => s.ready().await.is_ok(),
+            Sender::H2(s) => s.ready().await.is_ok(),
+        }
+    }
+
     /// Send a request; the error is the client's view of a failure (closed connection, …).
     pub async fn send(
         &mut self,

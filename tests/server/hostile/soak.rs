@@ -1,7 +1,7 @@
 //! The soak (`make soak`; `#[ignore]` otherwise): every attack of `hostile/` at once against the
 //! built binary for `SOAK_SECS` (default 60) seconds, while a well-formed client sends reviews
-//! as kube-apiserver does. Prints a summary (docs/reliability.md reports it) and checks that at
-//! least 99 % of the reviews succeeded and the resident memory stayed under the bound.
+//! as kube-apiserver does. Prints a summary (docs/reliability.md reports it) and checks that
+//! every review succeeded and the resident memory stayed under the bound.
 //!
 //! The attackers connect from 127.0.0.2–127.0.0.9 (other pods); the well-formed client from
 //! 127.0.0.1 (kube-apiserver). Attacks: stalled 7 MiB uploads over HTTP/1.1 and over HTTP/2
@@ -245,14 +245,21 @@ fn status<E>(answer: &Result<(StatusCode, bytes::Bytes), E>) -> String {
     }
 }
 
-/// The well-formed client: sequential reviews over keep-alive, reconnecting when needed.
+/// The well-formed client: sequential reviews over keep-alive, reconnecting when needed. A
+/// connection the server retired (its last answer said `Connection: close`: 1,000 requests, or
+/// 10 minutes) is left for a new one before a review is sent on it, as kube-apiserver's pool
+/// does; only a review sent and not answered 200 is a failure.
 async fn kube_apiserver(served: Arc<Served>, id: usize, end: Instant) -> (Vec<Duration>, usize) {
     let (mut ok, mut failed) = (Vec::new(), 0);
     let mut conn: Option<Conn> = None;
     let mut n = 0;
     while Instant::now() < end {
         n += 1;
-        let mut c = match conn.take() {
+        let reusable = match conn.take() {
+            Some(mut c) => c.ready().await.then_some(c),
+            None => None,
+        };
+        let mut c = match reusable {
             Some(c) => c,
             None => match served.connect(None, &[b"http/1.1"]).await {
                 Ok(c) => c,
@@ -367,7 +374,7 @@ async fn soak_every_attack_at_once_while_reviews_keep_succeeding() {
         mib(peak),
         mib(bound)
     );
-    assert!(success >= 0.99, "{success}");
+    assert_eq!(failed, 0, "{failed} of {total} well-formed reviews failed");
     let rewritten = tally
         .0
         .lock()
