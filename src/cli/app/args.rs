@@ -13,66 +13,61 @@ use crate::watch::status::Phase;
 /// The deadline of each API call of the `app` commands and `check`.
 pub const TIMEOUT: Duration = Duration::from_secs(15);
 
-/// What `app --help` shows after the flags.
-const APP_HELP: &str = "\
-Environment:
+/// A subcommand's help after its flags: the environment every `app` command reads, then its
+/// examples (a literal that starts with a line break).
+macro_rules! app_help {
+    ($examples:literal) => {
+        concat!(
+            "Environment:
   KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
   NO_COLOR     any value: no colour in help and errors
 
-Examples:
+Examples:",
+            $examples
+        )
+    };
+}
+
+/// What `app --help` shows after the flags.
+const APP_HELP: &str = app_help!(
+    "
   ksvc-webhook app list -A
-  ksvc-webhook app stop myapp-proj-dev -n flyte --wait";
+  ksvc-webhook app stop myapp-proj-dev -n flyte --wait"
+);
 
 /// What `app stop --help` shows after the flags.
-const APP_STOP_HELP: &str = "\
-Environment:
-  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
-  NO_COLOR     any value: no colour in help and errors
-
-Examples:
+const APP_STOP_HELP: &str = app_help!(
+    "
   ksvc-webhook app stop myapp-proj-dev -n flyte --wait --timeout 2m
-  ksvc-webhook app stop myapp-proj-dev -n flyte --dry-run=server";
+  ksvc-webhook app stop myapp-proj-dev -n flyte --dry-run=server"
+);
 
 /// What `app start --help` shows after the flags.
-const APP_START_HELP: &str = "\
-Environment:
-  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
-  NO_COLOR     any value: no colour in help and errors
-
-Examples:
-  ksvc-webhook app start myapp-proj-dev -n flyte --wait";
+const APP_START_HELP: &str = app_help!(
+    "
+  ksvc-webhook app start myapp-proj-dev -n flyte --wait"
+);
 
 /// What `app status --help` shows after the flags.
-const APP_STATUS_HELP: &str = "\
-Environment:
-  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
-  NO_COLOR     any value: no colour in help and errors
-
-Examples:
+const APP_STATUS_HELP: &str = app_help!(
+    "
   ksvc-webhook app status myapp-proj-dev -n flyte -w
   ksvc-webhook app status myapp-proj-dev -n flyte --until ACTIVE --timeout 1m30s
-  ksvc-webhook app status myapp-proj-dev -n flyte -o jsonpath='{.status.phase}'";
+  ksvc-webhook app status myapp-proj-dev -n flyte -o jsonpath='{.status.phase}'"
+);
 
 /// What `app list --help` shows after the flags.
-const APP_LIST_HELP: &str = "\
-Environment:
-  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
-  NO_COLOR     any value: no colour in help and errors
-
-Examples:
+const APP_LIST_HELP: &str = app_help!("
   ksvc-webhook app list -n flyte -l flyte.org/project=proj
   ksvc-webhook app list -A -o wide --context staging
-  ksvc-webhook app list -o jsonpath='{range .items[*]}{.name}{\"\\t\"}{.status.phase}{\"\\n\"}{end}'";
+  ksvc-webhook app list -o jsonpath='{range .items[*]}{.name}{\"\\t\"}{.status.phase}{\"\\n\"}{end}'");
 
 /// What `app update --help` shows after the flags.
-const APP_UPDATE_HELP: &str = "\
-Environment:
-  KUBECONFIG   kubeconfig files (':'-separated) when --kubeconfig is not given
-  NO_COLOR     any value: no colour in help and errors
-
-Examples:
+const APP_UPDATE_HELP: &str = app_help!(
+    "
   ksvc-webhook app update myapp-proj-dev -n flyte --image registry.example/app:2 --wait
-  ksvc-webhook app update myapp-proj-dev -n flyte --min-scale 1 --dry-run=server";
+  ksvc-webhook app update myapp-proj-dev -n flyte --min-scale 1 --dry-run=server"
+);
 
 /// Arguments of `app`.
 #[derive(Debug, Args)]
