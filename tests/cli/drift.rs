@@ -1,6 +1,7 @@
 //! `ksvc-webhook drift`, run as a user runs it: the real binary, offline on the output of
-//! `kubectl get ksvc -A -o yaml`, and against the in-test API with a kubeconfig. Exit codes
-//! follow `kubectl diff`: 0 nothing drifted, 1 something has, 2 an error.
+//! `kubectl get ksvc -A -o yaml`, and against the in-test API with a kubeconfig, whose
+//! port-forward reaches the server's loopback status listener (the real `serve`'s too). Exit
+//! codes follow `kubectl diff`: 0 nothing drifted, 1 something has, 2 an error.
 
 #![allow(clippy::unwrap_used)] // a test: a failed step should panic loudly
 
@@ -187,8 +188,8 @@ async fn apps(router: &axum::Router, query: &str) -> (Value, axum::http::HeaderM
 }
 
 /// `drift` with no flags says what the server says: the watch loop's report on `/apps`, with the
-/// catalogue the server runs (not the flags the CLI is given), read through the API server's
-/// service proxy; nothing is written.
+/// catalogue the server runs (not the flags the CLI is given), read through a port-forward to
+/// the status listener of the status API's Ready pod; nothing is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_flags_the_report_is_the_servers() {
     let fake = FakeApi::start().await;
@@ -217,7 +218,7 @@ async fn without_flags_the_report_is_the_servers() {
         replica.synced.clone(),
         ksvc_webhook::apps::http::Options::unauthenticated(8),
     );
-    fake.proxy_to(router.clone());
+    support::status_api::behind_port_forward(&fake, router.clone()).await;
 
     let ran = support::cli::run(&fake, &["drift", "-A", "-o", "json"]).await;
     assert_eq!(ran.code, Some(1), "{ran:?}");
@@ -301,40 +302,102 @@ async fn the_report_is_read_page_by_page() {
         }
         response
     };
-    fake.proxy_to(axum::Router::new().route("/apps", axum::routing::get(pages)));
-    let ran = support::cli::run(&fake, &["drift", "-A", "--chunk-size", "2"]).await;
-    assert_eq!(ran.code, Some(1), "{ran:?}");
-    let names: Vec<&str> = ran
-        .stdout
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().nth(1).unwrap())
-        .collect();
-    assert_eq!(names, ["x", "y", "z"], "{}", ran.stdout);
+    let router = axum::Router::new().route("/apps", axum::routing::get(pages));
+    let addr = support::status_api::behind_port_forward(&fake, router).await;
+    let url = format!("http://{addr}");
+    // Through the port-forward, and from --status-url (the user's own port-forward).
+    for extra in [vec![], vec!["--status-url", &url]] {
+        let mut args = vec!["drift", "-A", "--chunk-size", "2"];
+        args.extend(extra);
+        let ran = support::cli::run(&fake, &args).await;
+        assert_eq!(ran.code, Some(1), "{ran:?}");
+        let names: Vec<&str> = ran
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().nth(1).unwrap())
+            .collect();
+        assert_eq!(names, ["x", "y", "z"], "{args:?}: {}", ran.stdout);
+    }
 }
 
-/// Errors read as `app`'s do: the API server's answer as kubectl prints it, never a debug dump.
+/// Errors read as `app`'s do, each saying what to do: the API server's answer as kubectl prints
+/// it, never a debug dump; no Ready pod (how to see them), port-forward forbidden (the exact
+/// permission), nothing at the port (an old server, or the listener off), the listener's own
+/// refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_worded_as_app_words_them() {
     let fake = FakeApi::start().await;
-    let missing = support::cli::run(&fake, &["drift", "-A"]).await;
+    let drift_a = || support::cli::run(&fake, &["drift", "-A"]);
+    let missing = drift_a().await;
     assert_eq!(missing.code, Some(2), "{missing:?}");
     assert_eq!(
         missing.stderr,
         "error: cannot read the server's report through Service ksvc-system/ksvc-webhook-controller: Error from server (NotFound): services \"ksvc-webhook-controller\" not found\n"
     );
-    let status =
-        support::status_api::setup(fake.client(), std::time::Duration::from_secs(10), (8, 8));
-    fake.proxy_to(status.app);
-    let token = support::cli::run(&fake, &["drift", "-A"]).await;
-    assert_eq!(token.code, Some(2), "{token:?}");
-    assert!(
-        token.stderr.starts_with(
-            "error: the status API behind Service ksvc-system/ksvc-webhook-controller asks for a token"
-        ),
-        "{}",
-        token.stderr
+
+    let (ns, service, pod) = (
+        "ksvc-system",
+        "ksvc-webhook-controller",
+        support::status_api::POD,
     );
+    fake.put_webhook_service(ns, service);
+    fake.put_webhook_pod(ns, service, pod, false);
+    let unready = drift_a().await;
+    assert_eq!(unready.code, Some(2), "{unready:?}");
+    assert_eq!(
+        unready.stderr,
+        "error: no Ready pod of Service ksvc-system/ksvc-webhook-controller (selector app.kubernetes.io/name=ksvc-webhook-controller) to read the report from; see them with: kubectl -n ksvc-system get pods -l app.kubernetes.io/name=ksvc-webhook-controller\n"
+    );
+
+    // Ready, and nothing listens at its port: the kubelet's reason, and what to do.
+    fake.put_webhook_pod(ns, service, pod, true);
+    let closed = drift_a().await;
+    assert_eq!(closed.code, Some(2), "{closed:?}");
+    assert!(
+        closed.stderr.starts_with(&format!(
+            "error: nothing answers on port 8444 of pod ksvc-system/{pod}: the server is older \
+             than this command, or runs with --local-status-listen=off or on another port \
+             (forward that one yourself: kubectl -n ksvc-system port-forward pod/{pod} PORT, then \
+             pass --status-url http://127.0.0.1:PORT) (error forwarding port 8444"
+        )),
+        "{}",
+        closed.stderr
+    );
+    assert!(
+        closed.stderr.contains("connection refused"),
+        "{}",
+        closed.stderr
+    );
+
+    // The listener answers for itself: a cache not yet synced.
+    let synced = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hub = ksvc_webhook::watch::hub::Hub::new();
+    let router = ksvc_webhook::apps::http::router_with_buffer(hub, synced, 8);
+    support::status_api::behind_port_forward(&fake, router).await;
+    let unsynced = drift_a().await;
+    assert_eq!(unsynced.code, Some(2), "{unsynced:?}");
+    assert_eq!(
+        unsynced.stderr,
+        format!(
+            "error: the status listener on port 8444 of pod ksvc-system/{pod} answers 503: the app cache has not synced with the cluster yet; retry shortly\n"
+        )
+    );
+
+    fake.forbid_port_forward();
+    let forbidden = drift_a().await;
+    assert_eq!(forbidden.code, Some(2), "{forbidden:?}");
+    assert!(
+        forbidden.stderr.starts_with(&format!(
+            "error: you may not port-forward to pod ksvc-system/{pod}: reading the server's \
+             report needs create on pods/portforward in ksvc-system (kubectl auth can-i create \
+             pods/portforward -n ksvc-system), or judge offline: kubectl get ksvc -A -o yaml | \
+             ksvc-webhook drift -f - --sidecars-from-cluster (pods \"{pod}\" is forbidden: User"
+        )),
+        "{}",
+        forbidden.stderr
+    );
+
     let down = support::cli::run_against("http://127.0.0.1:9", &["drift", "-A"]).await;
     assert_eq!(down.code, Some(2), "{down:?}");
     assert!(
@@ -347,6 +410,27 @@ async fn errors_are_worded_as_app_words_them() {
             .contains("The connection to the server 127.0.0.1:9 was refused"),
         "{}",
         down.stderr
+    );
+    let nowhere = support::cli::run(
+        &fake,
+        &["drift", "-A", "--status-url", "http://127.0.0.1:9"],
+    )
+    .await;
+    assert_eq!(nowhere.code, Some(2), "{nowhere:?}");
+    assert!(
+        nowhere
+            .stderr
+            .starts_with("error: cannot reach the status listener at http://127.0.0.1:9: "),
+        "{}",
+        nowhere.stderr
+    );
+    let https =
+        support::cli::run(&fake, &["drift", "--status-url", "https://127.0.0.1:8444"]).await;
+    assert_eq!(https.code, Some(2), "{https:?}");
+    assert!(
+        https.stderr.contains("plain http, not https"),
+        "{}",
+        https.stderr
     );
 }
 
