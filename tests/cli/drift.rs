@@ -461,3 +461,148 @@ fn drift_help_shows_the_exit_codes() {
         explain.stdout
     );
 }
+
+/// A free port on 127.0.0.1.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// `GET path` over plain HTTP/1.1 at `addr`, without a token: the status, the continue header
+/// and the JSON body.
+async fn plain_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, Option<String>, Value)> {
+    use http_body_util::BodyExt;
+    let tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let io = hyper_util::rt::TokioIo::new(tcp);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.ok()?;
+    tokio::spawn(conn);
+    let request = axum::http::Request::get(path)
+        .header("host", addr.to_string())
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.ok()?;
+    let code = response.status().as_u16();
+    let next = response
+        .headers()
+        .get("x-ksvc-webhook-continue")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = response.into_body().collect().await.ok()?.to_bytes();
+    Some((
+        code,
+        next,
+        serde_json::from_slice(&body).unwrap_or(Value::Null),
+    ))
+}
+
+/// The real `serve` (the watch loop against the in-test API, the status API asking tokens):
+/// its loopback status listener answers `/apps` without one, in the same pages, while the TLS
+/// listener asks for it; and `drift`, through the port-forward and with `--status-url`, says
+/// what that listener says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_servers_loopback_listener_answers_without_a_token_and_drift_agrees() {
+    let fake = FakeApi::start().await;
+    fake.put("services", before_the_webhook("apps", "old"));
+    fake.put("services", admitted(before_the_webhook("apps", "current")));
+    fake.put("services", before_the_webhook("other", "elsewhere"));
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let made = support::cli::run_bin(
+        &[
+            "certs",
+            "--service-namespace",
+            "ksvc-system",
+            "--out",
+            certs.to_str().unwrap(),
+        ],
+        &[],
+        b"",
+    );
+    assert_eq!(made.code, Some(0), "{made:?}");
+    let (https, local) = (free_port(), free_port());
+    let local: std::net::SocketAddr = format!("127.0.0.1:{local}").parse().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{https}")])
+        .args(["--self-managed-certs=false", "--workers", "1"])
+        .args(["--local-status-listen", &local.to_string()])
+        .arg("--tls-dir")
+        .arg(&certs)
+        .arg("--kubeconfig")
+        .arg(fake.kubeconfig(dir.path()))
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _child = support::harness::KillOnDrop(Some(child));
+
+    // 503 until the loop's cache has synced; then every app, without a token.
+    let listed = || async {
+        let answer = plain_get(local, "/apps").await;
+        matches!(answer, Some((200, None, apps)) if apps.as_array().is_some_and(|a| a.len() == 3))
+    };
+    support::poll::until_async(
+        "the local listener lists the apps",
+        support::poll::LIMIT,
+        listed,
+    )
+    .await;
+    let (_, _, all) = plain_get(local, "/apps").await.unwrap();
+    let mut paged = Vec::new();
+    let mut path = "/apps?limit=2".to_owned();
+    loop {
+        let (code, next, page) = plain_get(local, &path).await.unwrap();
+        assert_eq!(code, 200, "{page}");
+        assert!(page.as_array().unwrap().len() <= 2, "{page}");
+        paged.extend(page.as_array().unwrap().iter().cloned());
+        match next {
+            Some(token) => path = format!("/apps?limit=2&continue={token}"),
+            None => break,
+        }
+    }
+    assert_eq!(
+        Value::Array(paged),
+        all,
+        "the same pages as the status API's"
+    );
+    let ca = std::fs::read_to_string(certs.join("ca.crt")).unwrap();
+    let tls: std::net::SocketAddr = format!("127.0.0.1:{https}").parse().unwrap();
+    let mut conn = support::harness::connect(tls, &ca, &[b"http/1.1"])
+        .await
+        .unwrap();
+    let (status, body) = conn.get("/apps").await;
+    assert_eq!(
+        status.as_u16(),
+        401,
+        "the TLS listener asks a token: {body}"
+    );
+
+    let served: Vec<Value> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            json!({"namespace": r["namespace"], "name": r["name"], "drift": r["drift"],
+                   "new_revision": r["drift_new_revision"]})
+        })
+        .collect();
+    let url = format!("http://{local}");
+    fake.put_webhook_service("ksvc-system", "ksvc-webhook-controller");
+    fake.put_webhook_pod(
+        "ksvc-system",
+        "ksvc-webhook-controller",
+        "controller-0",
+        true,
+    );
+    fake.forward_port(ksvc_webhook::apps::args::LOCAL_STATUS_PORT, local);
+    for extra in [vec![], vec!["--status-url", url.as_str()]] {
+        let mut args = vec!["drift", "-A", "-o", "json"];
+        args.extend(extra);
+        let ran = support::cli::run(&fake, &args).await;
+        assert_eq!(ran.code, Some(1), "{ran:?}");
+        let rows: Value = serde_json::from_str(&ran.stdout).unwrap();
+        assert_eq!(
+            rows,
+            Value::Array(served.clone()),
+            "{args:?} agrees with /apps"
+        );
+    }
+}
