@@ -104,7 +104,7 @@ pub fn announce(args: &StatusApiArgs, certificates: &str) {
     }
     if let Some(addr) = args.local_status_listen.0 {
         tracing::info!(
-            local_status_listen = %addr,
+            at = %addr,
             "status API (/apps) also on loopback, plain HTTP without a token, for port-forwards (--local-status-listen)"
         );
     }

@@ -462,12 +462,6 @@ fn drift_help_shows_the_exit_codes() {
     );
 }
 
-/// A free port on 127.0.0.1.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 /// `GET path` over plain HTTP/1.1 at `addr`, without a token: the status, the continue header
 /// and the JSON body.
 async fn plain_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, Option<String>, Value)> {
@@ -518,6 +512,7 @@ async fn the_real_servers_loopback_listener_answers_without_a_token_and_drift_ag
         b"",
     );
     assert_eq!(made.code, Some(0), "{made:?}");
+    let free_port = support::control_plane::free_port;
     let (https, local) = (free_port(), free_port());
     let local: std::net::SocketAddr = format!("127.0.0.1:{local}").parse().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"))
