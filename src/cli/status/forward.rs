@@ -82,7 +82,7 @@ pub(super) async fn apps(
         let mut reader = Reader::open(stream, &host, listener).await?;
         reader.all(args, namespace).await
     };
-    // Fused: it may end (without a reason) in the race below and be awaited again after it.
+    // Fused: it may end (without a reason) in the race below and is not awaited again then.
     let reason = futures::FutureExt::fuse(reason);
     tokio::pin!(reason);
     let closed = |why: String| Error::Closed {
@@ -92,23 +92,30 @@ pub(super) async fn apps(
         why,
     };
     // The kubelet says on the port's error channel why it cannot forward (nothing listens),
-    // then closes the stream: the reason, when it comes, says more than the closed stream.
+    // then closes the stream. The reason can be lost on the way (the forwarder ends when it
+    // cannot send the request on a closed WebSocket), so a stream closed before any answer is
+    // that too: no server accepted at the port.
     let read = tokio::select! {
         read = read => read,
         Some(why) = &mut reason => return Err(closed(why)),
     };
-    let records = match read {
-        Ok(records) => records,
-        Err(failed @ Error::Unreadable { .. }) => {
-            return match tokio::time::timeout(REASON_WAIT, reason).await {
-                Ok(Some(why)) => Err(closed(why)),
-                _ => Err(failed),
-            };
+    match read {
+        Ok(records) => {
+            forwarder.abort();
+            Ok(records)
         }
-        Err(other) => return Err(other),
-    };
-    forwarder.abort();
-    Ok(records)
+        Err(Error::Dropped { why: dropped, .. }) => {
+            let why = match futures::future::FusedFuture::is_terminated(&reason) {
+                true => None,
+                false => tokio::time::timeout(REASON_WAIT, reason)
+                    .await
+                    .ok()
+                    .flatten(),
+            };
+            Err(closed(why.unwrap_or(dropped)))
+        }
+        Err(other) => Err(other),
+    }
 }
 
 fn port_forward(namespace: &str, pod: &str, source: errors::Error) -> Error {

@@ -168,7 +168,10 @@ pub enum Error {
         code: u16,
         message: String,
     },
-    /// No answer, or one that is not a list of apps.
+    /// The connection ended before the answer did.
+    #[error("the status listener {at} closed the connection before it answered: {why}")]
+    Dropped { at: String, why: String },
+    /// No answer in time, or one that is not a list of apps.
     #[error("cannot read the server's report from the status listener {at}: {why}")]
     Unreadable { at: String, why: String },
 }
@@ -276,7 +279,10 @@ impl Reader {
             Ok::<_, hyper::Error>((parts, body.collect().await?.to_bytes()))
         };
         let (parts, bytes) = match tokio::time::timeout(TIMEOUT, send).await {
-            Ok(answer) => answer.map_err(|e| self.unreadable(crate::report::error_chain(&e)))?,
+            Ok(answer) => answer.map_err(|e| Error::Dropped {
+                at: self.at.clone(),
+                why: crate::report::error_chain(&e),
+            })?,
             Err(_) => {
                 let why = format!("no answer within {}s", TIMEOUT.as_secs());
                 return Err(self.unreadable(why));
