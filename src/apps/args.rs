@@ -1,12 +1,17 @@
 //! The status API's flags, flattened into `serve`, with the minimums below which a value would
-//! turn the cache or a stream's re-check into a flood of reviews (refused when the flags are
-//! parsed, before the server starts).
+//! turn the cache or a stream's re-check into a flood of reviews, and the loopback-only address of
+//! the local status listener (each refused when the flags are parsed, before the server starts).
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Args;
 
-use crate::flags::parse_duration;
+use crate::flags::{parse_duration, parse_listen_addr};
+
+/// The port of the local status listener by default (`--local-status-listen`), where
+/// `ksvc-webhook drift` port-forwards to: beside `--listen`'s 8443, and no other default's.
+pub const LOCAL_STATUS_PORT: u16 = 8444;
 
 /// The shortest `--status-auth-cache-ttl`: below, every request is a review.
 pub const MIN_CACHE_TTL: Duration = Duration::from_secs(1);
@@ -90,10 +95,38 @@ pub struct StatusApiArgs {
         default_value_t = 64
     )]
     pub max_watch_streams_per_namespace: usize,
+    /// Serve the status API's read-only routes (/apps…) without a token on this loopback
+    /// address too, plain HTTP, for `ksvc-webhook drift` through a port-forward (reaching it
+    /// takes `create pods/portforward` in this namespace, which already yields this pod's
+    /// token); `off` for none. A loopback address only (127.0.0.1, ::1, localhost).
+    #[arg(long, env = "KSVC_WEBHOOK_LOCAL_STATUS_LISTEN", default_value = "127.0.0.1:8444",
+          value_name = "HOST:PORT|off", value_parser = parse_local_listen)]
+    pub local_status_listen: LocalListen,
     /// Require a bearer token on /metrics too, allowed `get` on the non-resource URL /metrics
     /// (Prometheus then scrapes with its ServiceAccount token).
     #[arg(long, env = "KSVC_WEBHOOK_METRICS_AUTH")]
     pub metrics_auth: bool,
+}
+
+/// Where the local status listener listens: a loopback address, or nowhere (`off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalListen(pub Option<SocketAddr>);
+
+/// `off`, or a loopback `HOST:PORT`; any other address is refused, saying why.
+fn parse_local_listen(text: &str) -> Result<LocalListen, String> {
+    if text == "off" {
+        return Ok(LocalListen(None));
+    }
+    let addr = parse_listen_addr(text)?;
+    match addr.ip().is_loopback() {
+        true => Ok(LocalListen(Some(addr))),
+        false => Err(format!(
+            "--local-status-listen is {text}, not a loopback address: it serves every app without \
+             a token, which is safe only where nothing outside the pod reaches it (a \
+             port-forward, which already needs the pod's rights); use 127.0.0.1:PORT, [::1]:PORT, \
+             or off"
+        )),
+    }
 }
 
 /// A duration of at least `min`, or why not, naming the flag.
@@ -171,6 +204,31 @@ mod tests {
         ] {
             assert!(parse(&[flag]).is_err(), "{flag}");
         }
+    }
+
+    /// Loopback only: any other address, the wildcard ones first, is refused with the reason.
+    #[test]
+    fn the_local_status_listener_is_loopback_or_off() {
+        let listen = |args: &[&str]| parse(args).map(|a| a.local_status_listen.0);
+        let default = format!("127.0.0.1:{LOCAL_STATUS_PORT}");
+        assert_eq!(listen(&[]).unwrap(), Some(default.parse().unwrap()));
+        assert_eq!(listen(&["--local-status-listen=off"]).unwrap(), None);
+        for (text, want) in [
+            ("127.0.0.1:0", "127.0.0.1:0"),
+            ("localhost:9000", "127.0.0.1:9000"),
+            ("[::1]:8444", "[::1]:8444"),
+            ("127.0.0.2:8444", "127.0.0.2:8444"),
+        ] {
+            let got = listen(&[&format!("--local-status-listen={text}")]);
+            assert_eq!(got.unwrap(), Some(want.parse().unwrap()), "{text}");
+        }
+        for text in ["0.0.0.0:8444", ":8444", "[::]:8444", "10.0.0.7:8444"] {
+            let error = parse(&[&format!("--local-status-listen={text}")]).unwrap_err();
+            assert!(error.contains("not a loopback address"), "{text}: {error}");
+            assert!(error.contains("without a token"), "{text}: {error}");
+        }
+        let error = parse(&["--local-status-listen=127.0.0.1:70000"]).unwrap_err();
+        assert!(error.contains("out of range"), "{error}");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! their limits; [`auth`] asks the API server (TokenReview, SubjectAccessReview) within its
 //! caches and budgets, and holds the pure parts of access control (`auth::access`: bearer
 //! headers, attributes, the namespace filter); [`metrics`] counts reviews, refusals and streams;
-//! [`announce`] logs how the API is guarded. Reads the loop's hub; never writes to the cluster.
+//! [`announce`] logs how the API is guarded. [`local_router`] serves the same routes without a
+//! token to the loopback status listener, which only a port-forward reaches. Reads the loop's hub; never writes to the cluster.
 
 pub mod args;
 pub mod auth;
@@ -38,7 +39,32 @@ pub fn router(
         let settings = auth::Settings::from_args(status);
         Arc::new(auth::Reviewer::new(source, settings, metrics.clone()))
     });
-    let options = http::Options {
+    http::router(
+        handle.hub.clone(),
+        handle.synced.clone(),
+        options(handle, metrics, status, reviewer),
+    )
+}
+
+/// The same routes for the loopback status listener (`--local-status-listen`): no token, as for
+/// a caller allowed every namespace (whoever reaches the pod's loopback holds its ServiceAccount
+/// already, docs/status-api.md), within the same limits, counted in the same `metrics`.
+pub fn local_router(
+    handle: &WatchHandle,
+    metrics: &StatusMetrics,
+    status: &StatusApiArgs,
+) -> axum::Router {
+    let options = options(handle, metrics, status, None);
+    http::router(handle.hub.clone(), handle.synced.clone(), options)
+}
+
+fn options(
+    handle: &WatchHandle,
+    metrics: &StatusMetrics,
+    status: &StatusApiArgs,
+    reviewer: Option<Arc<auth::Reviewer>>,
+) -> http::Options {
+    http::Options {
         buffer: handle.watch_buffer,
         reviewer,
         streams: streams::Maximums {
@@ -47,8 +73,7 @@ pub fn router(
             per_namespace: status.max_watch_streams_per_namespace,
         },
         metrics: metrics.clone(),
-    };
-    http::router(handle.hub.clone(), handle.synced.clone(), options)
+    }
 }
 
 /// The first log line of `serve` about the status API: how it is guarded and within which
@@ -76,5 +101,11 @@ pub fn announce(args: &StatusApiArgs, certificates: &str) {
             certificates,
             "status API (/apps) is UNAUTHENTICATED (--status-auth=false): anyone who reaches the server reads every app"
         ),
+    }
+    if let Some(addr) = args.local_status_listen.0 {
+        tracing::info!(
+            at = %addr,
+            "status API (/apps) also on loopback, plain HTTP without a token, for port-forwards (--local-status-listen)"
+        );
     }
 }

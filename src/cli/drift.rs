@@ -1,8 +1,9 @@
 //! `ksvc-webhook drift`: which KServices admission would change today, and why.
 //!
 //! By default the server's own answer: the drift report its watch loop keeps on `/apps`, read
-//! through the API server's service proxy ([`super::status`]), so the command says what the
-//! alert that sent you here says. With `-f FILE` (e.g. the output of `kubectl get ksvc -A -o
+//! from the status listener on a Ready pod's loopback through a port-forward, or from
+//! `--status-url` ([`super::status`]), so the command says what the alert that sent you here
+//! (`ksvc_webhook_drift_apps`) says. With `-f FILE` (e.g. the output of `kubectl get ksvc -A -o
 //! yaml`) it judges offline instead, with the policy flags given (`--sidecars-from-cluster` reads
 //! the catalogue's ConfigMap as `mutate` does): each KService is read as the loop's cache reads
 //! it (`watch::view`) and judged by `admission::drift`; one that cannot be read is a row of its
@@ -91,15 +92,20 @@ fn report(args: &DriftArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-/// The server's records of the namespace the flags name (`-A`: all).
+/// The server's records of the namespace the flags name (`-A`: all; neither: the kubeconfig
+/// context's).
 async fn from_server(args: &DriftArgs) -> anyhow::Result<Vec<AppRecord>> {
-    let (client, server) = client::proxy_client(&args.cluster).await?;
     let namespace = match (args.all_namespaces, &args.namespace) {
         (true, _) => None,
         (false, Some(ns)) => Some(ns.clone()),
-        (false, None) => Some(client.default_namespace().to_owned()),
+        (false, None) => Some(
+            client::config(&args.cluster, None)
+                .await?
+                .0
+                .default_namespace,
+        ),
     };
-    Ok(status::apps(&client, &server, &args.status_api, namespace.as_deref()).await?)
+    Ok(status::apps(&args.status_api, &args.cluster, namespace.as_deref()).await?)
 }
 
 /// The KServices to judge, and the opt-out label of each namespace known to have one.
@@ -263,15 +269,18 @@ Environment:
   NO_COLOR     any value: no colour in help and errors
 
 Without -f, the report is the server's: the drift its watch loop computes with the policy it
-runs, read from `/apps` through the API server's service proxy (you need get on services/proxy
-in the webhook's namespace). With -f, the KServices in the file are judged here, with the policy
-flags given.
+runs, the one its ksvc_webhook_drift_apps gauge counts, read from `/apps` on the status listener
+of a Ready pod of --webhook-service through a port-forward, as kubectl port-forward does (you
+need get on services, list on pods and create on pods/portforward in --webhook-namespace), or
+from --status-url. With -f, the KServices in the file are judged here, with the policy flags
+given.
 
 Exit status: 0 nothing has drifted, 1 something has, 2 an error.
 
 Examples:
   ksvc-webhook drift -A
   ksvc-webhook drift -n team-a -o json
+  ksvc-webhook drift -A --status-url http://127.0.0.1:8444
   kubectl get ksvc -A -o yaml | ksvc-webhook drift -f - --sidecars-from-cluster";
 
 /// Arguments of `drift`.

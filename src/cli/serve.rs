@@ -205,6 +205,10 @@ async fn serve(
     if runs_loop {
         let routes = apps::router(&watch, &status_metrics, &args.client, &args.status_api);
         server.merge_routes(routes);
+        if let Some(addr) = args.status_api.local_status_listen.0 {
+            let routes = apps::local_router(&watch, &status_metrics, &args.status_api);
+            server.local_routes(addr, routes);
+        }
         server.revision_owners(watch.revision_owners());
         watch.register_metrics(server.registry_mut());
         status_metrics.register(server.registry_mut());
@@ -244,6 +248,7 @@ async fn serve(
     tracing::info!(
         listen = %bound.local_addr()?,
         metrics = ?bound.metrics_addr().transpose()?,
+        local_status = ?bound.local_routes_addr().transpose()?,
         memory_bound_mib = memory.total() >> 20,
         "serving admission reviews"
     );

@@ -183,7 +183,7 @@ impl Metrics {
         }
         reg.register(
             "connections",
-            "Open connections by listener (admission: the TLS port; plain: --metrics-listen)",
+            "Open connections by listener (admission: the TLS port; plain: --metrics-listen; local: --local-status-listen)",
             metrics.connections.clone(),
         );
         reg.register(

@@ -19,6 +19,8 @@
 //!   layer of `--otlp-endpoint` (without it a review makes no span).
 //! - [`Server::without_admission`]: serve no admission routes (the controller role's listener
 //!   serves only the status API, probes and metrics).
+//! - [`Server::local_routes`]: routes served on one more plain-HTTP listener, the loopback status
+//!   listener (`--local-status-listen`), under the probe listener's small cap.
 
 pub mod activity;
 mod body;
@@ -140,6 +142,7 @@ pub struct Server {
     revision_owners: Option<OwnerView>,
     review_spans: bool,
     admission: bool,
+    local: Option<(SocketAddr, Router)>,
 }
 
 impl Server {
@@ -159,6 +162,7 @@ impl Server {
             revision_owners: None,
             review_spans: false,
             admission: true,
+            local: None,
         }
     }
 
@@ -208,6 +212,13 @@ impl Server {
         self.admission = false;
     }
 
+    /// Serve `routes` on a plain-HTTP listener at `addr` too, under [`PROBE_CONNECTIONS`];
+    /// requests carry a [`shutdown::Stopping`] extension as on the TLS listener. Whoever wires
+    /// it decides who may reach `addr` (the status API's is loopback only).
+    pub fn local_routes(&mut self, addr: SocketAddr, routes: Router) {
+        self.local = Some((addr, routes));
+    }
+
     /// Check the limits, load the certificates and bind the listeners.
     pub async fn bind(self) -> Result<Bound> {
         let limits = &self.options.limits;
@@ -221,6 +232,10 @@ impl Server {
         let tls_listener = bind(self.options.listen).await?;
         let plain_listener = match self.options.metrics_listen {
             Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
+        let local_listener = match &self.local {
+            Some((addr, _)) => Some(bind(*addr).await?),
             None => None,
         };
         let shutdown = Shutdown::new(self.readiness.clone());
@@ -254,6 +269,14 @@ impl Server {
             name,
         };
         let admission_caps = (limits.max_connections, limits.max_connections_per_ip);
+        let local = self
+            .local
+            .zip(local_listener)
+            .map(|((_, routes), listener)| {
+                let routes = routes.layer(axum::Extension(shutdown.stopping()));
+                let caps = (PROBE_CONNECTIONS, PROBE_CONNECTIONS);
+                (listener, serving(routes, None, "local", caps))
+            });
         Ok(Bound {
             tls_serving: serving(
                 routes::admission_router(state.clone(), self.extra_routes, self.admission),
@@ -269,6 +292,7 @@ impl Server {
             ),
             tls_listener,
             plain_listener,
+            local,
             reloader,
             shutdown,
             options: self.options,
@@ -288,6 +312,7 @@ pub struct Bound {
     plain_listener: Option<TcpListener>,
     tls_serving: listen::Serving,
     plain_serving: listen::Serving,
+    local: Option<(TcpListener, listen::Serving)>,
     reloader: Reloader,
     shutdown: Shutdown,
     options: Options,
@@ -302,6 +327,13 @@ impl Bound {
     /// The address of the plain-HTTP probe listener, if any.
     pub fn metrics_addr(&self) -> Option<std::io::Result<SocketAddr>> {
         self.plain_listener.as_ref().map(TcpListener::local_addr)
+    }
+
+    /// The address of the local listener ([`Server::local_routes`]), if any.
+    pub fn local_routes_addr(&self) -> Option<std::io::Result<SocketAddr>> {
+        self.local
+            .as_ref()
+            .map(|(listener, _)| listener.local_addr())
     }
 
     /// The handle that starts a graceful shutdown (wire SIGTERM to it).
@@ -349,7 +381,12 @@ impl Bound {
                 listen::serve(listener, self.plain_serving, stopped(), bound).await;
             }
         };
-        tokio::join!(stopper, tls, plain);
+        let local = async {
+            if let Some((listener, serving)) = self.local {
+                listen::serve(listener, serving, stopped(), bound).await;
+            }
+        };
+        tokio::join!(stopper, tls, plain, local);
         reload.abort();
         tracing::info!("shutdown complete");
     }

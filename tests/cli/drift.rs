@@ -1,6 +1,7 @@
 //! `ksvc-webhook drift`, run as a user runs it: the real binary, offline on the output of
-//! `kubectl get ksvc -A -o yaml`, and against the in-test API with a kubeconfig. Exit codes
-//! follow `kubectl diff`: 0 nothing drifted, 1 something has, 2 an error.
+//! `kubectl get ksvc -A -o yaml`, and against the in-test API with a kubeconfig, whose
+//! port-forward reaches the server's loopback status listener (the real `serve`'s too). Exit
+//! codes follow `kubectl diff`: 0 nothing drifted, 1 something has, 2 an error.
 
 #![allow(clippy::unwrap_used)] // a test: a failed step should panic loudly
 
@@ -187,8 +188,8 @@ async fn apps(router: &axum::Router, query: &str) -> (Value, axum::http::HeaderM
 }
 
 /// `drift` with no flags says what the server says: the watch loop's report on `/apps`, with the
-/// catalogue the server runs (not the flags the CLI is given), read through the API server's
-/// service proxy; nothing is written.
+/// catalogue the server runs (not the flags the CLI is given), read through a port-forward to
+/// the status listener of the status API's Ready pod; nothing is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_flags_the_report_is_the_servers() {
     let fake = FakeApi::start().await;
@@ -217,7 +218,7 @@ async fn without_flags_the_report_is_the_servers() {
         replica.synced.clone(),
         ksvc_webhook::apps::http::Options::unauthenticated(8),
     );
-    fake.proxy_to(router.clone());
+    support::status_api::behind_port_forward(&fake, router.clone()).await;
 
     let ran = support::cli::run(&fake, &["drift", "-A", "-o", "json"]).await;
     assert_eq!(ran.code, Some(1), "{ran:?}");
@@ -301,40 +302,107 @@ async fn the_report_is_read_page_by_page() {
         }
         response
     };
-    fake.proxy_to(axum::Router::new().route("/apps", axum::routing::get(pages)));
-    let ran = support::cli::run(&fake, &["drift", "-A", "--chunk-size", "2"]).await;
-    assert_eq!(ran.code, Some(1), "{ran:?}");
-    let names: Vec<&str> = ran
-        .stdout
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().nth(1).unwrap())
-        .collect();
-    assert_eq!(names, ["x", "y", "z"], "{}", ran.stdout);
+    let router = axum::Router::new().route("/apps", axum::routing::get(pages));
+    let addr = support::status_api::behind_port_forward(&fake, router).await;
+    let url = format!("http://{addr}");
+    // Through the port-forward, and from --status-url (the user's own port-forward).
+    for extra in [vec![], vec!["--status-url", &url]] {
+        let mut args = vec!["drift", "-A", "--chunk-size", "2"];
+        args.extend(extra);
+        let ran = support::cli::run(&fake, &args).await;
+        assert_eq!(ran.code, Some(1), "{ran:?}");
+        let names: Vec<&str> = ran
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().nth(1).unwrap())
+            .collect();
+        assert_eq!(names, ["x", "y", "z"], "{args:?}: {}", ran.stdout);
+    }
 }
 
-/// Errors read as `app`'s do: the API server's answer as kubectl prints it, never a debug dump.
+/// Errors read as `app`'s do, each saying what to do: the API server's answer as kubectl prints
+/// it, never a debug dump; no Ready pod (how to see them), port-forward forbidden (the exact
+/// permission), nothing at the port (an old server, or the listener off), the listener's own
+/// refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_worded_as_app_words_them() {
     let fake = FakeApi::start().await;
-    let missing = support::cli::run(&fake, &["drift", "-A"]).await;
+    let drift_a = || support::cli::run(&fake, &["drift", "-A"]);
+    let missing = drift_a().await;
     assert_eq!(missing.code, Some(2), "{missing:?}");
     assert_eq!(
         missing.stderr,
         "error: cannot read the server's report through Service ksvc-system/ksvc-webhook-controller: Error from server (NotFound): services \"ksvc-webhook-controller\" not found\n"
     );
-    let status =
-        support::status_api::setup(fake.client(), std::time::Duration::from_secs(10), (8, 8));
-    fake.proxy_to(status.app);
-    let token = support::cli::run(&fake, &["drift", "-A"]).await;
-    assert_eq!(token.code, Some(2), "{token:?}");
-    assert!(
-        token.stderr.starts_with(
-            "error: the status API behind Service ksvc-system/ksvc-webhook-controller asks for a token"
-        ),
-        "{}",
-        token.stderr
+
+    let (ns, service, pod) = (
+        "ksvc-system",
+        "ksvc-webhook-controller",
+        support::status_api::POD,
     );
+    fake.put_webhook_service(ns, service);
+    fake.put_webhook_pod(ns, service, pod, false);
+    let unready = drift_a().await;
+    assert_eq!(unready.code, Some(2), "{unready:?}");
+    assert_eq!(
+        unready.stderr,
+        "error: no Ready pod of Service ksvc-system/ksvc-webhook-controller (selector app.kubernetes.io/name=ksvc-webhook-controller) to read the report from; see them with: kubectl -n ksvc-system get pods -l app.kubernetes.io/name=ksvc-webhook-controller\n"
+    );
+
+    // Ready, and nothing listens at its port: what to do, then the kubelet's reason (or, when
+    // the reason lost the race with the closed stream, that the stream closed unanswered).
+    fake.put_webhook_pod(ns, service, pod, true);
+    let closed = drift_a().await;
+    assert_eq!(closed.code, Some(2), "{closed:?}");
+    assert!(
+        closed.stderr.starts_with(&format!(
+            "error: nothing answers on port 8444 of pod ksvc-system/{pod}: the server is older \
+             than this command, or runs with --local-status-listen=off or on another port \
+             (forward that one yourself: kubectl -n ksvc-system port-forward pod/{pod} PORT, then \
+             pass --status-url http://127.0.0.1:PORT) ("
+        )),
+        "{}",
+        closed.stderr
+    );
+    let reasons = [
+        "connect: connection refused)\n",
+        "connection closed before message completed)\n",
+    ];
+    assert!(
+        reasons.iter().any(|r| closed.stderr.ends_with(r)),
+        "{}",
+        closed.stderr
+    );
+
+    // The listener answers for itself: a cache not yet synced.
+    let synced = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hub = ksvc_webhook::watch::hub::Hub::new();
+    let router = ksvc_webhook::apps::http::router_with_buffer(hub, synced, 8);
+    support::status_api::behind_port_forward(&fake, router).await;
+    let unsynced = drift_a().await;
+    assert_eq!(unsynced.code, Some(2), "{unsynced:?}");
+    assert_eq!(
+        unsynced.stderr,
+        format!(
+            "error: the status listener on port 8444 of pod ksvc-system/{pod} answers 503: the app cache has not synced with the cluster yet; retry shortly\n"
+        )
+    );
+
+    fake.forbid_port_forward();
+    let forbidden = drift_a().await;
+    assert_eq!(forbidden.code, Some(2), "{forbidden:?}");
+    assert!(
+        forbidden.stderr.starts_with(&format!(
+            "error: you may not port-forward to pod ksvc-system/{pod}: reading the server's \
+             report needs create on pods/portforward in ksvc-system (kubectl auth can-i create \
+             pods/portforward -n ksvc-system), or judge offline: kubectl get ksvc -A -o yaml | \
+             ksvc-webhook drift -f - --sidecars-from-cluster (pods \"{pod}\" is forbidden: User"
+        )),
+        "{}",
+        forbidden.stderr
+    );
+
     let down = support::cli::run_against("http://127.0.0.1:9", &["drift", "-A"]).await;
     assert_eq!(down.code, Some(2), "{down:?}");
     assert!(
@@ -347,6 +415,27 @@ async fn errors_are_worded_as_app_words_them() {
             .contains("The connection to the server 127.0.0.1:9 was refused"),
         "{}",
         down.stderr
+    );
+    let nowhere = support::cli::run(
+        &fake,
+        &["drift", "-A", "--status-url", "http://127.0.0.1:9"],
+    )
+    .await;
+    assert_eq!(nowhere.code, Some(2), "{nowhere:?}");
+    assert!(
+        nowhere
+            .stderr
+            .starts_with("error: cannot reach the status listener at http://127.0.0.1:9: "),
+        "{}",
+        nowhere.stderr
+    );
+    let https =
+        support::cli::run(&fake, &["drift", "--status-url", "https://127.0.0.1:8444"]).await;
+    assert_eq!(https.code, Some(2), "{https:?}");
+    assert!(
+        https.stderr.contains("plain http, not https"),
+        "{}",
+        https.stderr
     );
 }
 
@@ -376,4 +465,144 @@ fn drift_help_shows_the_exit_codes() {
         "{}",
         explain.stdout
     );
+}
+
+/// `GET path` over plain HTTP/1.1 at `addr`, without a token: the status, the continue header
+/// and the JSON body.
+async fn plain_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, Option<String>, Value)> {
+    use http_body_util::BodyExt;
+    let tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let io = hyper_util::rt::TokioIo::new(tcp);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.ok()?;
+    tokio::spawn(conn);
+    let request = axum::http::Request::get(path)
+        .header("host", addr.to_string())
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.ok()?;
+    let code = response.status().as_u16();
+    let next = response
+        .headers()
+        .get("x-ksvc-webhook-continue")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = response.into_body().collect().await.ok()?.to_bytes();
+    Some((
+        code,
+        next,
+        serde_json::from_slice(&body).unwrap_or(Value::Null),
+    ))
+}
+
+/// The real `serve` (the watch loop against the in-test API, the status API asking tokens):
+/// its loopback status listener answers `/apps` without one, in the same pages, while the TLS
+/// listener asks for it; and `drift`, through the port-forward and with `--status-url`, says
+/// what that listener says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_servers_loopback_listener_answers_without_a_token_and_drift_agrees() {
+    let fake = FakeApi::start().await;
+    fake.put("services", before_the_webhook("apps", "old"));
+    fake.put("services", admitted(before_the_webhook("apps", "current")));
+    fake.put("services", before_the_webhook("other", "elsewhere"));
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let made = support::cli::run_bin(
+        &[
+            "certs",
+            "--service-namespace",
+            "ksvc-system",
+            "--out",
+            certs.to_str().unwrap(),
+        ],
+        &[],
+        b"",
+    );
+    assert_eq!(made.code, Some(0), "{made:?}");
+    let free_port = support::control_plane::free_port;
+    let (https, local) = (free_port(), free_port());
+    let local: std::net::SocketAddr = format!("127.0.0.1:{local}").parse().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_ksvc-webhook"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{https}")])
+        .args(["--self-managed-certs=false", "--workers", "1"])
+        .args(["--local-status-listen", &local.to_string()])
+        .arg("--tls-dir")
+        .arg(&certs)
+        .arg("--kubeconfig")
+        .arg(fake.kubeconfig(dir.path()))
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _child = support::harness::KillOnDrop(Some(child));
+
+    // 503 until the loop's cache has synced; then every app, without a token.
+    let listed = || async {
+        let answer = plain_get(local, "/apps").await;
+        matches!(answer, Some((200, None, apps)) if apps.as_array().is_some_and(|a| a.len() == 3))
+    };
+    support::poll::until_async(
+        "the local listener lists the apps",
+        support::poll::LIMIT,
+        listed,
+    )
+    .await;
+    let (_, _, all) = plain_get(local, "/apps").await.unwrap();
+    let mut paged = Vec::new();
+    let mut path = "/apps?limit=2".to_owned();
+    loop {
+        let (code, next, page) = plain_get(local, &path).await.unwrap();
+        assert_eq!(code, 200, "{page}");
+        assert!(page.as_array().unwrap().len() <= 2, "{page}");
+        paged.extend(page.as_array().unwrap().iter().cloned());
+        match next {
+            Some(token) => path = format!("/apps?limit=2&continue={token}"),
+            None => break,
+        }
+    }
+    assert_eq!(
+        Value::Array(paged),
+        all,
+        "the same pages as the status API's"
+    );
+    let ca = std::fs::read_to_string(certs.join("ca.crt")).unwrap();
+    let tls: std::net::SocketAddr = format!("127.0.0.1:{https}").parse().unwrap();
+    let mut conn = support::harness::connect(tls, &ca, &[b"http/1.1"])
+        .await
+        .unwrap();
+    let (status, body) = conn.get("/apps").await;
+    assert_eq!(
+        status.as_u16(),
+        401,
+        "the TLS listener asks a token: {body}"
+    );
+
+    let served: Vec<Value> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            json!({"namespace": r["namespace"], "name": r["name"], "drift": r["drift"],
+                   "new_revision": r["drift_new_revision"]})
+        })
+        .collect();
+    let url = format!("http://{local}");
+    fake.put_webhook_service("ksvc-system", "ksvc-webhook-controller");
+    fake.put_webhook_pod(
+        "ksvc-system",
+        "ksvc-webhook-controller",
+        "controller-0",
+        true,
+    );
+    fake.forward_port(ksvc_webhook::apps::args::LOCAL_STATUS_PORT, local);
+    for extra in [vec![], vec!["--status-url", url.as_str()]] {
+        let mut args = vec!["drift", "-A", "-o", "json"];
+        args.extend(extra);
+        let ran = support::cli::run(&fake, &args).await;
+        assert_eq!(ran.code, Some(1), "{ran:?}");
+        let rows: Value = serde_json::from_str(&ran.stdout).unwrap();
+        assert_eq!(
+            rows,
+            Value::Array(served.clone()),
+            "{args:?} agrees with /apps"
+        );
+    }
 }

@@ -76,6 +76,12 @@ fn values_that_cannot_work_are_refused_with_the_form_expected() {
             "`127.0.0.1:99999`: port 99999 is out of range; a port is at most 65535",
         ),
         (
+            &["serve", "--local-status-listen", "0.0.0.0:8444"],
+            &[],
+            2,
+            "--local-status-listen is 0.0.0.0:8444, not a loopback address: it serves every app without a token",
+        ),
+        (
             &["app", "update", "x", "-n", "apps", "--min-scale", "-1"],
             &[],
             2,

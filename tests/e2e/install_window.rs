@@ -2,7 +2,8 @@
 //! configuration installed (`failurePolicy: Ignore`) and no webhook process running, `kubectl
 //! create` of a KService succeeds, even of one admission would refuse. Once the webhook has
 //! answered, the policy is `Fail`: an invalid KService is refused, and with the process gone a
-//! write is refused too. The app created in the gap is in the drift report. A re-apply of the
+//! write is refused too. The app created in the gap is in the server's drift report, which
+//! `ksvc-webhook drift` gives as `/apps` and the gauge give it. A re-apply of the
 //! manifests, which say `Ignore`, is put back to `Fail` by the leader's watch at once: the test
 //! prints how long `Ignore` stood (docs/install.md quotes it); server-side without
 //! `--force-conflicts`, the apply fails on the conflict and `Fail` stays.
@@ -13,7 +14,7 @@ use support::control_plane::{ControlPlane, MUTATING, Webhook, free_port};
 use support::poll;
 
 use crate::objects::example;
-use crate::readmit::drift_report;
+use crate::status_api::{drift_agrees_with_the_server, reader};
 
 /// The configuration as a fresh install leaves it: `Ignore`, pointed at a port nobody serves.
 fn fresh_install(plane: &ControlPlane) {
@@ -30,6 +31,7 @@ fn a_write_before_the_webhook_answered_passes_and_shows_in_drift_then_fail_holds
     let plane = ControlPlane::get();
     fresh_install(plane);
     let ns = plane.namespace("window");
+    reader(plane, &ns);
     // Admission would refuse this one (its identity labels); nobody answers, so kube-apiserver
     // lets it through. Its name is made valid: kube-apiserver's own checks still apply.
     let invalid = example("invalid-ksvc.yaml", &ns).replacen("name: My_App", "name: gap-app", 1);
@@ -48,7 +50,7 @@ fn a_write_before_the_webhook_answered_passes_and_shows_in_drift_then_fail_holds
 
     reapplied_ignore_is_put_back_at_once(plane, &webhook);
 
-    let report = drift_report(plane, &ns);
+    let report = drift_agrees_with_the_server(plane, &webhook, &ns);
     let row = report
         .as_array()
         .unwrap()

@@ -14,9 +14,8 @@ use crate::status_api::{get, reader};
 const SHA: &str = "/metadata/annotations/flyte.org~1spec-sha";
 
 /// The drift report of the KServices in `ns` as `ksvc-webhook drift -f -` judges the cluster's
-/// objects, read by the admin, with the catalogue from the cluster. The default, the server's own
-/// report through the service proxy, cannot reach here: the proxy dials pod addresses only, and
-/// the e2e webhook is a local process behind an ExternalName Service.
+/// objects, read by the admin, with the catalogue from the cluster: before any server runs,
+/// there is no server's report to read ([`server_drift_report`] reads it once one does).
 pub fn drift_report(plane: &ControlPlane, ns: &str) -> Value {
     let kubeconfig = plane.kubeconfig.display().to_string();
     let stored = plane
@@ -36,6 +35,32 @@ pub fn drift_report(plane: &ControlPlane, ns: &str) -> Value {
         &[],
         stored.stdout.as_bytes(),
     );
+    serde_json::from_str(&drift.stdout)
+        .unwrap_or_else(|e| panic!("drift -o json ({e}): {}{}", drift.stdout, drift.stderr))
+}
+
+/// The server's own drift report, as `ksvc-webhook drift` gives it by default: `/apps` of the
+/// controller part's loopback status listener, read with `--status-url` (here, with no kubelet,
+/// nothing can port-forward; the listener is the one a port-forward reaches). `ns`: one
+/// namespace, or every one.
+pub fn server_drift_report(plane: &ControlPlane, webhook: &Webhook, ns: Option<&str>) -> Value {
+    let kubeconfig = plane.kubeconfig.display().to_string();
+    let url = format!("http://127.0.0.1:{}", webhook.local_status_port);
+    let mut args = vec![
+        "drift",
+        "-o",
+        "json",
+        "--status-url",
+        &url,
+        "--kubeconfig",
+        &kubeconfig,
+    ];
+    match ns {
+        Some(ns) => args.extend(["-n", ns]),
+        None => args.push("-A"),
+    }
+    let drift = run_bin(&args, &[], b"");
+    assert!(drift.code == Some(0) || drift.code == Some(1), "{drift:?}");
     serde_json::from_str(&drift.stdout)
         .unwrap_or_else(|e| panic!("drift -o json ({e}): {}{}", drift.stdout, drift.stderr))
 }

@@ -1,6 +1,9 @@
 //! The status API (`/apps`) with real ServiceAccount tokens: kube-apiserver answers the
 //! webhook's TokenReviews and SubjectAccessReviews, authorized by the manifests' RBAC and by a
-//! Role of the reader's own.
+//! Role of the reader's own; and `ksvc-webhook drift`'s default read, the loopback status
+//! listener, gives what `/apps` and the `ksvc_webhook_drift_apps` gauge give.
+
+use std::collections::BTreeMap;
 
 use std::process::Command;
 use std::time::Duration;
@@ -52,6 +55,60 @@ pub fn get(plane: &ControlPlane, token: &str, path: &str) -> (u16, String) {
     let out = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, code) = out.rsplit_once('\n').unwrap();
     (code.parse().unwrap_or(0), body.to_owned())
+}
+
+/// `ksvc-webhook drift`'s default answer (the loopback status listener, read with
+/// `--status-url`) for `ns` is `/apps?namespace=NS` as `reader` of `ns` reads it through the
+/// status API, and for every namespace the gauge `ksvc_webhook_drift_apps{reason}` of the same
+/// process counts what it reports. Read until all three agree (the cache moves between reads),
+/// at most 30 s; returns the report of `ns`.
+pub fn drift_agrees_with_the_server(
+    plane: &ControlPlane,
+    webhook: &Webhook,
+    ns: &str,
+) -> serde_json::Value {
+    let token = plane.token(ns, "reader", None);
+    let start = std::time::Instant::now();
+    loop {
+        let report = crate::readmit::server_drift_report(plane, webhook, Some(ns));
+        let (code, body) = get(plane, &token, &format!("/apps?namespace={ns}"));
+        let apps: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let served: Vec<serde_json::Value> = apps
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                serde_json::json!({"namespace": r["namespace"], "name": r["name"],
+                               "drift": r["drift"], "new_revision": r["drift_new_revision"]})
+            })
+            .collect();
+        let all = crate::readmit::server_drift_report(plane, webhook, None);
+        let mut counted: BTreeMap<String, u64> = BTreeMap::new();
+        for row in all.as_array().unwrap() {
+            for finding in row["drift"].as_array().unwrap() {
+                *counted
+                    .entry(finding["reason"].as_str().unwrap().to_owned())
+                    .or_default() += 1;
+            }
+        }
+        let (_, metrics) = get(plane, &token, "/metrics");
+        let gauge: BTreeMap<String, u64> = metrics
+            .lines()
+            .filter_map(|l| l.strip_prefix("ksvc_webhook_drift_apps{reason=\""))
+            .filter_map(|l| l.split_once("\"} "))
+            .map(|(reason, n)| (reason.to_owned(), n.parse().unwrap()))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        if code == 200 && report == serde_json::Value::Array(served) && counted == gauge {
+            return report;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "drift, /apps and the gauge disagree for 30 s:\ndrift -n {ns}: {report}\n\
+             /apps ({code}): {body}\ndrift -A counts {counted:?}, gauge {gauge:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 #[test]

@@ -45,6 +45,7 @@ async fn admission_answers_and_status_tells_the_truth_while_the_lists_fail() {
                 max_watch_streams: 16,
                 max_watch_streams_per_caller: 4,
                 max_watch_streams_per_namespace: 16,
+                local_status_listen: ksvc_webhook::apps::args::LocalListen(None),
                 metrics_auth: false,
             };
             let metrics = ksvc_webhook::apps::metrics::StatusMetrics::default();

@@ -59,6 +59,7 @@ impl Serve {
             .arg("serve")
             .args(["--listen", &https.to_string()])
             .args(["--metrics-listen", &metrics.to_string()])
+            .arg("--local-status-listen=127.0.0.1:0")
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .arg("--tls-dir")

@@ -154,6 +154,8 @@ pub(crate) fn serve(listen: &str, certs: &Path) -> Command {
     let mut serve = Command::new(BIN);
     serve
         .args(["serve", "--listen", listen, "--self-managed-certs=false"])
+        // A port of its own: tests run servers side by side.
+        .arg("--local-status-listen=127.0.0.1:0")
         .arg("--tls-dir")
         .arg(certs)
         .env_remove("RUST_LOG")

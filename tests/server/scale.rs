@@ -158,6 +158,7 @@ async fn run(n: usize, part: Part) -> Measured {
             "1",
             "--role",
             part.role,
+            "--local-status-listen=127.0.0.1:0",
         ])
         .arg("--tls-dir")
         .arg(&tls)

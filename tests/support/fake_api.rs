@@ -11,7 +11,9 @@
 //! connection) into the next calls of one verb on one resource, and [`FakeApi::unreachable`]
 //! into every call. The service proxy (`…/services/NAME:PORT/proxy/…`) reaches what
 //! [`FakeApi::proxy_to`] put behind it, or answers as kube-apiserver does for a Service that is
-//! not there or has no endpoints. Every request is recorded. Only what the watch loop, the `app` CLI and the certificate manager use is
+//! not there or has no endpoints. The webhook's core Service, its pods and their
+//! `pods/NAME/portforward` WebSocket ([`portforward`]) reach the server's loopback status
+//! listener, as `drift` does. Every request is recorded. Only what the watch loop, the `app` CLI and the certificate manager use is
 //! implemented (JSON Patch for the webhook configuration's caBundle).
 
 use std::collections::{BTreeMap, HashMap};
@@ -27,6 +29,7 @@ mod admit;
 pub mod authn;
 mod faults;
 pub mod knative;
+mod portforward;
 mod routes;
 
 pub use faults::{Fault, verb};
@@ -88,6 +91,8 @@ struct Inner {
     streaming_refused: bool,
     /// Objects made on demand, never stored ([`FakeApi::generate`]).
     generated: HashMap<String, Generated>,
+    /// The webhook's Service and where its pods' ports go ([`portforward`]).
+    forwarding: portforward::Forwarding,
 }
 
 /// `count` objects of one resource, the one of index `i` made by `make(i)` as JSON text.
@@ -134,6 +139,10 @@ impl FakeApi {
             cut: Arc::new(watch::channel(0).0),
         };
         let app = Router::new()
+            .route(
+                "/api/v1/namespaces/{namespace}/pods/{name}/portforward",
+                axum::routing::get(portforward::handle),
+            )
             .fallback(routes::handle)
             .with_state(fake.clone());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });

@@ -1,5 +1,6 @@
 //! The status routes over a fixed set of apps, guarded by a reviewer that asks the fake API,
-//! with the fake's users and the request helpers the status tests share.
+//! with the fake's users and the request helpers the status tests share, and the same routes
+//! behind the fake's port-forward, as a pod's loopback status listener ([`behind_port_forward`]).
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
+use ksvc_webhook::apps::args::LOCAL_STATUS_PORT;
 use ksvc_webhook::apps::auth::{ClientSource, Reviewer, Settings};
 use ksvc_webhook::apps::http::{Options, router};
 use ksvc_webhook::apps::metrics::StatusMetrics;
@@ -133,4 +135,22 @@ pub async fn body_of(resp: Response<Body>) -> (StatusCode, Value) {
 /// Reviews of `resource` (`tokenreviews`, `subjectaccessreviews`) the fake was sent.
 pub fn reviews(fake: &FakeApi, resource: &str) -> usize {
     fake.requests_to(Method::POST, resource).len()
+}
+
+/// The pod [`behind_port_forward`] puts behind the status API's Service.
+pub const POD: &str = "ksvc-webhook-controller-5d8f7-x2x9q";
+
+/// Serve `router` on a loopback port of its own, as a pod's local status listener
+/// (`--local-status-listen`), behind the fake's port-forward: the status API's Service
+/// `ksvc-system/ksvc-webhook-controller` (as `drift` finds it by default) with one Ready pod,
+/// [`POD`], whose port [`LOCAL_STATUS_PORT`] forwards there. Returns the listener's address.
+pub async fn behind_port_forward(fake: &FakeApi, router: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let (ns, service) = ("ksvc-system", "ksvc-webhook-controller");
+    fake.put_webhook_service(ns, service);
+    fake.put_webhook_pod(ns, service, POD, true);
+    fake.forward_port(LOCAL_STATUS_PORT, addr);
+    addr
 }

@@ -12,6 +12,7 @@
 mod eval;
 pub mod pre;
 mod probe;
+mod proxy;
 
 use std::io::Write;
 use std::time::Duration;
@@ -36,7 +37,6 @@ use time::OffsetDateTime;
 use crate::cli::app::TIMEOUT;
 use crate::cli::output::{self, Output};
 use crate::cli::serve::{CertMode, api_calls};
-use crate::cli::status::{self as proxy, Unanswered};
 use crate::cluster::call;
 use crate::cluster::client::{self, ClientArgs};
 use crate::cluster::errors;
@@ -46,6 +46,7 @@ use crate::watch::writes::knative;
 use crate::{flags, keys};
 use eval::{Access, Fetched, Install, Outcome};
 use probe::DryRun;
+use proxy::Unanswered;
 
 /// Run `check`; fails (exit 1) when a check fails.
 pub fn run(args: CheckArgs) -> anyhow::Result<()> {
@@ -288,7 +289,7 @@ async fn dry_run(client: &Client, object: Value, server: &str) -> DryRun {
 async fn status_api(client: &Client, install: &Install<'_>, server: &str) -> probe::Proxied {
     let path = format!(
         "{}/apps?limit=1",
-        crate::cli::status::proxy_path(install.namespace, install.service)
+        proxy::proxy_path(install.namespace, install.service)
     );
     let (parts, bytes) = match proxy::get(client, path, TIMEOUT).await {
         Ok(answer) => answer,

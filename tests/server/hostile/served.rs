@@ -25,6 +25,8 @@ const COMMON: &[&str] = &[
     "--self-managed-certs=false",
     "--workers",
     "1",
+    // A port of its own: tests run servers side by side.
+    "--local-status-listen=127.0.0.1:0",
 ];
 
 /// The Deployment's limits (manifests/base/deployment.yaml), with the probe listener on a free

@@ -32,6 +32,9 @@ pub struct Webhook {
     controller: Process,
     /// The controller part's port (the status API).
     pub status_port: u16,
+    /// The controller part's loopback status listener's port (`--local-status-listen`, no
+    /// token), which `drift --status-url` reads as it reads a pod's through a port-forward.
+    pub local_status_port: u16,
     _tls: tempfile::TempDir,
 }
 
@@ -104,10 +107,14 @@ impl Webhook {
             true => plane.status_port,
             false => free_port(),
         };
+        let local_status_port = free_port();
         let mut controller = Command::new(bin());
         controller
             .args(["serve", "--role=controller"])
             .arg(format!("--listen=127.0.0.1:{status_port}"))
+            .arg(format!(
+                "--local-status-listen=127.0.0.1:{local_status_port}"
+            ))
             .arg("--tls-dir")
             .arg(tls.path())
             .arg("--self-managed-certs=false")
@@ -119,6 +126,7 @@ impl Webhook {
             admission,
             controller,
             status_port,
+            local_status_port,
             _tls: tls,
         }
     }

@@ -144,6 +144,9 @@ pub(super) async fn handle(
         }
         return proxy(&fake, &service, &rest, method, headers, body).await;
     }
+    if let Some(answer) = super::portforward::core_service(&fake, &method, &uri) {
+        return answer;
+    }
     let Some(path) = parse(&uri) else {
         return status(404, "NotFound", "no such path");
     };
