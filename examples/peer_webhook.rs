@@ -9,7 +9,8 @@
 //!   difference from `serve` is only the server around it.
 //!
 //! No limits, no deadlines, no metrics, no logs: what it lacks is what the server's hardening
-//! costs. Never used outside the benchmark.
+//! costs. Its handshakes are full ones, as kube-apiserver's are (no session resumption). Never
+//! used outside the benchmark.
 //!
 //! `cargo run --release --example peer_webhook -- ADDR TLS_DIR noop|decide` (TLS_DIR holds
 //! `tls.crt` and `tls.key`, as `ksvc-webhook certs --out` writes them).
@@ -100,5 +101,11 @@ fn tls_config(dir: &std::path::Path) -> anyhow::Result<rustls::ServerConfig> {
     .with_single_cert(certs, key)?;
     // As `serve` offers by default (no `--http2`); rustls's other defaults are kept.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // No session resumption, as kube-apiserver never resumes (client-go sets no session cache):
+    // oha does, and a resumed handshake skips the certificate and its signature, so with
+    // rustls's default tickets the new-connection run would time a cheaper handshake than
+    // `serve`'s, which makes none.
+    config.send_tls13_tickets = 0;
+    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     Ok(config)
 }

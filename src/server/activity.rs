@@ -8,7 +8,9 @@
 //! still be taken by the protocol (sent, as far as flow control goes) within the write limit,
 //! as a blocked socket write must ([`super::deadline`]): the watchdog ends the connection
 //! otherwise. A peer address over its share of open requests (HTTP/2 streams over all its
-//! connections, [`super::conns`]) is answered 503 at once. Owns no sockets.
+//! connections, [`super::conns`]) is answered 503 at once. A request whose body is dropped
+//! before its end (answered early) tells the tracker, so that the socket lingers as it closes
+//! ([`super::linger`]). Owns no sockets.
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -84,6 +86,8 @@ pub fn track(
         };
         let over_share = peer.tracker.address_over_share();
         request.extensions_mut().insert(peer.clone());
+        let tracker = peer.tracker.clone();
+        let request = request.map(|body| Body::new(Watched::new(body, tracker)));
         let call = (!over_share).then(|| router.clone().oneshot(request));
         async move {
             let Some(call) = call else {
@@ -166,6 +170,57 @@ impl HttpBody for Tracked {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+/// A request's body that tells its connection's tracker when it is dropped before its end: the
+/// answer went out early (413, 503, 408, …) and the client may still be sending it.
+struct Watched<B: HttpBody> {
+    body: B,
+    ended: bool,
+    tracker: Arc<Tracker>,
+}
+
+impl<B: HttpBody + Unpin> Watched<B> {
+    fn new(body: B, tracker: Arc<Tracker>) -> Self {
+        Self {
+            body,
+            ended: false,
+            tracker,
+        }
+    }
+}
+
+impl<B: HttpBody + Unpin> HttpBody for Watched<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            self.ended = true;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl<B: HttpBody> Drop for Watched<B> {
+    fn drop(&mut self) {
+        // A body read to its declared length is at its end without the last poll.
+        if !self.ended && !self.body.is_end_stream() {
+            self.tracker.left_unread();
+        }
     }
 }
 
@@ -269,6 +324,22 @@ mod tests {
         busy.begin(opened);
         let end = watchdog(&busy, clock, opened, LIMITS).await;
         assert_eq!((end, clock.now_ms() - opened), (End::Retired, 600_000));
+    }
+
+    #[tokio::test]
+    async fn a_body_dropped_before_its_end_is_told_to_the_tracker() {
+        use http_body_util::{BodyExt as _, Empty, Full};
+        let whole = Arc::new(Tracker::default());
+        let body = Full::new(Bytes::from_static(b"{}"));
+        Watched::new(body, whole.clone()).collect().await.unwrap();
+        drop(Watched::new(Empty::<Bytes>::new(), whole.clone()));
+        assert!(!whole.any_unread());
+        let early = Arc::new(Tracker::default());
+        drop(Watched::new(
+            Full::new(Bytes::from_static(b"{}")),
+            early.clone(),
+        ));
+        assert!(early.any_unread());
     }
 
     #[tokio::test(start_paused = true)]

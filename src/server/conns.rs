@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use prometheus_client::metrics::gauge::Gauge;
@@ -73,6 +73,9 @@ pub struct Tracker {
     /// client's flow-control window), and since when there have been some.
     unsent: AtomicU32,
     unsent_since: AtomicU64,
+    /// Whether a request ended before its body had arrived whole (an early answer): the
+    /// client may still be sending, so the socket lingers as it closes ([`super::linger`]).
+    unread: AtomicBool,
     /// The connection's task, aborted to evict it.
     task: OnceLock<AbortHandle>,
 }
@@ -95,6 +98,7 @@ impl Tracker {
             share,
             unsent: AtomicU32::new(0),
             unsent_since: AtomicU64::new(0),
+            unread: AtomicBool::new(false),
             task: OnceLock::new(),
         }
     }
@@ -156,6 +160,16 @@ impl Tracker {
     /// When the client last made progress.
     pub fn progress(&self) -> u64 {
         self.progress.load(Ordering::Relaxed)
+    }
+
+    /// A request ended before its body had arrived whole.
+    pub fn left_unread(&self) {
+        self.unread.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether some request ended before its body had arrived whole.
+    pub fn any_unread(&self) -> bool {
+        self.unread.load(Ordering::Relaxed)
     }
 
     /// Requests begun so far.

@@ -159,13 +159,15 @@ pub async fn serve(
             clock,
         };
         let (serving, builders, closed) = (serving.clone(), builders.clone(), closed.clone());
-        let task = tasks.spawn(async move {
+        // Boxed: a connection's state (TLS, HTTP/1.1 and HTTP/2, the watchdog) is some KiB,
+        // which the runtime would otherwise copy each time it moves the task's future.
+        let task = tasks.spawn(Box::pin(async move {
             let _slot = slot;
             let ip = peer.ip;
             if let Err(err) = connection(tcp, &serving, &builders, closed, peer, opened).await {
                 tracing::debug!(%ip, error = %err, "connection ended with an error");
             }
-        });
+        }));
         // Named before the next admission, the only place that evicts.
         tracker.serve_in(task);
     }
@@ -196,7 +198,10 @@ async fn connection(
     peer: Peer,
     opened: u64,
 ) -> ConnResult {
-    let tcp = Linger::new(WriteDeadline::new(tcp, serving.write_timeout));
+    let tcp = Linger::new(
+        WriteDeadline::new(tcp, serving.write_timeout),
+        peer.tracker.clone(),
+    );
     let limits = activity::Limits {
         first: serving.header_read_timeout,
         keep_alive: KEEP_ALIVE,

@@ -3,8 +3,8 @@
 //! `GET /healthz` every 4 s. Against the Deployment's limits (256 connections, 64 per address),
 //! each attacker keeps its 64 open and reconnects as soon as one is closed. Meanwhile
 //! kube-apiserver's reviews, on a fresh connection each from 127.0.0.1, are answered 200 within 2 s
-//! (at least 99 %), the probe listener answers every probe, and the resident memory stays under the
-//! arithmetic's bound.
+//! (at least 99 % of at least [`REVIEWS`]), the probe listener answers every probe, and the
+//! resident memory stays under the arithmetic's bound.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -21,8 +21,11 @@ use support::poll;
 
 /// Connections each of the four attacker addresses keeps open: its whole share.
 const PER_ATTACKER: usize = 64;
-/// How long the reviews are measured once the attack holds the port.
+/// How long the reviews are measured once the attack holds the port …
 const MEASURED: Duration = Duration::from_secs(10);
+/// … and how many at least: 10 s sends about 180 on a quiet machine, but 70 on a loaded one,
+/// where one failure would then fail the 99 % bar.
+const REVIEWS: usize = 200;
 /// A closed attacker connection is opened again after this (an eager attacker; a tighter
 /// loop only burns the loopback's ports).
 const RECONNECT: Duration = Duration::from_millis(10);
@@ -31,15 +34,14 @@ const ADMISSION_CONNECTIONS: &str = "ksvc_webhook_connections{listener=\"admissi
 const EVICTED: &str =
     "ksvc_webhook_connections_refused_total{listener=\"admission\",reason=\"evicted\"} ";
 
-/// One slot held by `hold` from `from` until `end`, opened again whenever it is closed.
-async fn keep<F, Fut>(served: Arc<Served>, from: IpAddr, end: Instant, hold: F)
+/// One slot held by `hold` from `from`, opened again whenever it is closed, until aborted.
+async fn keep<F, Fut>(served: Arc<Served>, from: IpAddr, hold: F)
 where
     F: Fn(Arc<Served>, IpAddr) -> Fut,
     Fut: Future<Output = ()>,
 {
-    while Instant::now() < end {
-        let until = tokio::time::Instant::from_std(end);
-        let _ = tokio::time::timeout_at(until, hold(served.clone(), from)).await;
+    loop {
+        hold(served.clone(), from).await;
         tokio::time::sleep(RECONNECT).await;
     }
 }
@@ -52,11 +54,11 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     let (served, baseline) = Served::warmed(DEPLOYMENT, None).await;
-    let attack_ends = Instant::now() + Duration::from_secs(60);
+    // The attack lasts until the reviews have been measured.
     let attackers: Vec<_> = (0..4 * PER_ATTACKER)
         .map(|i| {
             let from = attack::attacker(i);
-            tokio::spawn(keep(served.clone(), from, attack_ends, hold.clone()))
+            tokio::spawn(keep(served.clone(), from, hold.clone()))
         })
         .collect();
     // The attack holds the port before the measurement starts.
@@ -75,7 +77,7 @@ where
         let served = served.clone();
         async move { attack::probes(&served, end).await }
     });
-    let reviews: Answered = attack::fresh_reviews(&served, end).await;
+    let reviews: Answered = attack::fresh_reviews_at_least(&served, end, REVIEWS).await;
     let probes = probes.await.unwrap();
     let evicted = served.metric(EVICTED).await.unwrap_or(0.0);
     for task in attackers {
