@@ -14,6 +14,7 @@ use super::plan::{Plan, plan};
 use super::status::status_for;
 use super::store::{self, Store};
 use super::view::{KService, Revision};
+use super::watched::Watched;
 
 /// The stores and the revision index.
 pub struct Cache {
@@ -64,14 +65,14 @@ impl Cache {
         let (rev_store, mut rev_writer) = store::store::<Revision>();
         svc_writer.apply(&watcher::Event::Init);
         for k in services {
-            svc_writer.apply(&watcher::Event::InitApply(k));
+            svc_writer.apply(&watcher::Event::InitApply(Watched::new(k)));
         }
         svc_writer.apply(&watcher::Event::InitDone);
         rev_writer.apply(&watcher::Event::Init);
         let mut cache = Self::new(svc_store, rev_store);
         for r in revisions {
             cache.note_revision(&r, true);
-            rev_writer.apply(&watcher::Event::InitApply(r));
+            rev_writer.apply(&watcher::Event::InitApply(Watched::new(r)));
         }
         rev_writer.apply(&watcher::Event::InitDone);
         cache

@@ -38,6 +38,7 @@ use super::owners::ServiceStore;
 use super::readmit::{Readmitter, Wake};
 use super::store;
 use super::view::{KService, Revision};
+use super::watched::Watched;
 use super::write_queue::Writes;
 use super::writes::{Job, Transition, Writer};
 use crate::admission::Policy;
@@ -103,8 +104,8 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     };
     let ns_api = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
     let mut ns_events = pin!(Listing::new(ns_api, ns_cfg, "namespaces").default_backoff());
-    let svc_api = scoped::<KService>(client.clone(), ns);
-    let rev_api = scoped::<Revision>(client.clone(), ns);
+    let svc_api = scoped::<Watched<KService>>(client.clone(), ns);
+    let rev_api = scoped::<Watched<Revision>>(client.clone(), ns);
     // The drift report asks for the Services' texts again (a new policy) by listing them again.
     let (relist, relist_asks) = tokio::sync::mpsc::unbounded_channel();
     let mut svc_events = pin!(store::reflect(

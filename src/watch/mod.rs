@@ -28,6 +28,7 @@ pub mod status;
 pub mod store;
 pub mod trim;
 pub mod view;
+pub mod watched;
 pub mod write_queue;
 pub mod writes;
 

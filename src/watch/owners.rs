@@ -22,7 +22,7 @@ pub fn owner(ksvc: Option<&KService>, revision: &str) -> Owner {
     let Some(ksvc) = ksvc else {
         return Owner::Gone;
     };
-    if ksvc.metadata.deletion_timestamp.is_some() {
+    if ksvc.metadata.deleting {
         return Owner::Deleting;
     }
     let routes = ksvc

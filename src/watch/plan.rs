@@ -75,8 +75,8 @@ pub fn plan<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R]) -> Plan {
         .into_iter()
         .map(|r| Action::DeleteRevision {
             name: r.name().to_owned(),
-            uid: r.metadata.uid.clone(),
-            resource_version: r.metadata.resource_version.clone(),
+            uid: r.metadata.uid.as_deref().map(str::to_owned),
+            resource_version: r.metadata.resource_version.as_deref().map(str::to_owned),
         })
         .collect();
     let waiting = ksvc

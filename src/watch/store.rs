@@ -16,11 +16,11 @@ use std::collections::hash_map::Entry;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::{Stream, TryStreamExt};
-use kube::Resource;
 use kube::runtime::watcher::{self, Event};
 
 use super::hub::AppKey;
 use super::view::{KService, Revision};
+use super::watched::{View, Watched};
 use crate::locks;
 
 struct Held<K> {
@@ -69,7 +69,7 @@ pub fn store<K>() -> (Store<K>, Writer<K>) {
 }
 
 /// What a store keeps of an object a watcher decoded: the parts the readers of the store read.
-pub trait Cached: Clone {
+pub trait Cached: View + Clone {
     /// The copy the store holds.
     fn cached(&self) -> Self;
 }
@@ -95,11 +95,11 @@ impl Cached for Revision {
 }
 
 /// The store key of an object: its namespace and name.
-pub fn key_of<K: Resource>(object: &K) -> AppKey {
-    let meta = object.meta();
+pub fn key_of<K: View>(object: &K) -> AppKey {
+    let meta = object.metadata();
     AppKey {
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: meta.name.clone().unwrap_or_default(),
+        namespace: meta.namespace.to_string(),
+        name: meta.name.to_string(),
     }
 }
 
@@ -138,26 +138,24 @@ impl<K> Store<K> {
     }
 }
 
-impl<K: Resource> Writer<K> {
+impl<K: Cached> Writer<K> {
     fn write(&self) -> RwLockWriteGuard<'_, Map<K>> {
         locks::write(&self.map)
     }
 
-    /// Apply one watcher event (see the module's header for lists).
-    pub fn apply(&mut self, event: &Event<K>)
-    where
-        K: Cached,
-    {
+    /// Apply one watcher event (see the module's header for lists): the store keeps the view
+    /// ([`Cached::cached`]), not the `ObjectMeta` the event carries.
+    pub fn apply(&mut self, event: &Event<Watched<K>>) {
         let mut map = self.write();
         match event {
             Event::Init => map.list += 1,
             Event::InitApply(object) | Event::Apply(object) => {
                 let list = map.list;
                 let held = Held {
-                    object: Arc::new(object.cached()),
+                    object: Arc::new((**object).cached()),
                     list,
                 };
-                match map.objects.entry(key_of(object)) {
+                match map.objects.entry(key_of(&**object)) {
                     // In place: the key is not copied again.
                     Entry::Occupied(mut slot) => *slot.get_mut() = held,
                     Entry::Vacant(slot) => {
@@ -166,7 +164,7 @@ impl<K: Resource> Writer<K> {
                 }
             }
             Event::Delete(object) => {
-                map.objects.remove(&key_of(object));
+                map.objects.remove(&key_of(&**object));
             }
             Event::InitDone => {
                 let list = map.list;
@@ -180,8 +178,8 @@ impl<K: Resource> Writer<K> {
 /// The watcher's stream with each event applied to `writer` before it is passed on.
 pub fn reflect<K, S>(mut writer: Writer<K>, events: S) -> impl Stream<Item = S::Item>
 where
-    K: Resource + Cached,
-    S: Stream<Item = Result<Event<K>, watcher::Error>>,
+    K: Cached,
+    S: Stream<Item = Result<Event<Watched<K>>, watcher::Error>>,
 {
     events.inspect_ok(move |event| writer.apply(event))
 }
@@ -193,7 +191,7 @@ mod tests {
     use super::*;
     use crate::watch::view::KService;
 
-    fn ksvc(name: &str, generation: i64) -> KService {
+    fn ksvc(name: &str, generation: i64) -> Watched<KService> {
         serde_json::from_value(
             json!({"metadata": {"name": name, "namespace": "apps", "generation": generation}}),
         )

@@ -7,10 +7,11 @@
 use std::borrow::Cow;
 use std::marker::PhantomData;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 
+use super::view::Metadata;
 use crate::keys;
 
 /// Remove from a decoded object what nothing of ours reads and what makes it large:
@@ -60,14 +61,15 @@ impl<L: Wanted, A: Wanted> Default for Meta<L, A> {
 }
 
 impl<L: Wanted, A: Wanted> Meta<L, A> {
-    /// Name, namespace, uid and resourceVersion (taken out) as the object's `ObjectMeta`.
-    pub(super) fn identity(&mut self) -> ObjectMeta {
-        ObjectMeta {
-            name: self.name.take(),
-            namespace: self.namespace.take(),
-            uid: self.uid.take(),
-            resource_version: self.resource_version.take(),
-            ..ObjectMeta::default()
+    /// Name, namespace, uid and resourceVersion (taken out) as the cached [`Metadata`].
+    pub(super) fn identity(&mut self) -> Metadata {
+        let boxed = |s: Option<String>| s.map(String::into_boxed_str);
+        Metadata {
+            name: boxed(self.name.take()).unwrap_or_default(),
+            namespace: boxed(self.namespace.take()).unwrap_or_default(),
+            uid: boxed(self.uid.take()),
+            resource_version: boxed(self.resource_version.take()),
+            ..Metadata::default()
         }
     }
 }

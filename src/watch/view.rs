@@ -14,10 +14,8 @@
 //! fields unknown to these views survive (a view serialised over the object would drop them).
 //! Must never do I/O.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use super::trim::{self, Kept, ServiceAnnotations, ServiceLabels, TemplateAnnotations};
@@ -28,6 +26,23 @@ use crate::keys;
 pub const GROUP: &str = "serving.knative.dev";
 /// The served version of Knative Serving.
 pub const VERSION: &str = "v1";
+
+/// An object's metadata as the cache holds it: what the loop reads, and not kube's `ObjectMeta`
+/// (about 350 bytes inline, nearly all of it options the views never fill). The watchers decode
+/// a view inside a [`super::watched::Watched`], which carries the `ObjectMeta` kube-runtime
+/// reads (the resourceVersion) until the store takes the view out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    pub name: Box<str>,
+    pub namespace: Box<str>,
+    pub uid: Option<Box<str>>,
+    pub resource_version: Option<Box<str>>,
+    /// A Service's `metadata.generation` (a Revision's is not read).
+    pub generation: Option<i64>,
+    /// `metadata.deletionTimestamp` is set: the object is being deleted.
+    pub deleting: bool,
+}
 
 /// One entry of a status `conditions[]` list (Knative's `apis.Condition`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,9 +105,9 @@ pub struct ServiceSpec {
 /// the object as admission reads it, for the drift report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KService {
-    /// Name, namespace, uid, resourceVersion, generation and deletion time; no labels or
-    /// annotations (the fields below hold the ones the loop reads).
-    pub metadata: ObjectMeta,
+    /// Name, namespace, uid, resourceVersion, generation and whether it is being deleted; no
+    /// labels or annotations (the fields below hold the ones the loop reads).
+    pub metadata: Metadata,
     /// The labels the loop and the status API read ([`trim::ServiceLabels`]).
     #[serde(skip)]
     pub labels: Kept<ServiceLabels>,
@@ -121,9 +136,9 @@ impl<'de> Deserialize<'de> for KService {
         trim_conditions(conditions, trim::SERVICE_CONDITIONS, Some("Ready"));
         let mut m = fields.metadata;
         Ok(Self {
-            metadata: ObjectMeta {
+            metadata: Metadata {
                 generation: m.generation,
-                deletion_timestamp: m.deletion_timestamp.take(),
+                deleting: m.deletion_timestamp.is_some(),
                 ..m.identity()
             },
             labels: m.labels,
@@ -230,7 +245,8 @@ fn read_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Conditi
 /// about 550 bytes), and its status. Everything else is skipped while decoding, never held.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Revision {
-    pub metadata: ObjectMeta,
+    /// Name, namespace, uid and resourceVersion.
+    pub metadata: Metadata,
     /// The owning Service's name (label `serving.knative.dev/service`).
     #[serde(skip)]
     pub owner: Option<String>,
@@ -292,11 +308,11 @@ pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Con
 impl KService {
     /// `metadata.name`, or `""`.
     pub fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
+        &self.metadata.name
     }
     /// `metadata.namespace`, or `""`.
     pub fn namespace(&self) -> &str {
-        self.metadata.namespace.as_deref().unwrap_or_default()
+        &self.metadata.namespace
     }
     /// A label's value, if the loop reads it ([`trim::ServiceLabels`]).
     pub fn label(&self, key: &str) -> Option<&str> {
@@ -341,11 +357,11 @@ impl KService {
 impl Revision {
     /// `metadata.name`, or `""`.
     pub fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
+        &self.metadata.name
     }
     /// `metadata.namespace`, or `""`.
     pub fn namespace(&self) -> &str {
-        self.metadata.namespace.as_deref().unwrap_or_default()
+        &self.metadata.namespace
     }
     /// The owning Service's name (label `serving.knative.dev/service`).
     pub fn service(&self) -> Option<&str> {
@@ -366,36 +382,6 @@ impl Revision {
             || condition(&self.status.conditions, "Active").is_some_and(|c| c.status == "True")
     }
 }
-
-macro_rules! knative_resource {
-    ($ty:ty, $kind:literal, $plural:literal) => {
-        impl kube::Resource for $ty {
-            type DynamicType = ();
-            type Scope = kube::core::NamespaceResourceScope;
-            fn kind(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($kind)
-            }
-            fn group(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(GROUP)
-            }
-            fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(VERSION)
-            }
-            fn plural(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($plural)
-            }
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
-knative_resource!(KService, "Service", "services");
-knative_resource!(Revision, "Revision", "revisions");
 
 #[cfg(test)]
 #[path = "view_tests.rs"]

@@ -386,7 +386,7 @@ fn view<'a>(key: &'a AppKey, ksvc: &'a KService, drift: &'a Drift, enabled: bool
         drift,
         stored: &ksvc.stored,
         stopped: ksvc.is_stopped(),
-        deleting: ksvc.metadata.deletion_timestamp.is_some(),
+        deleting: ksvc.metadata.deleting,
         opted_out: ksvc.annotation(keys::ANNOTATION_READMIT) == Some(keys::READMIT_NEVER),
         namespace_enabled: enabled,
         readmitted: ksvc.annotation(keys::ANNOTATION_READMITTED).is_some(),
