@@ -185,7 +185,10 @@ fn cache_bytes(_: &mut Criterion) {
     let hub = Hub::new();
     let keys: Vec<_> = cache.keys().into_iter().collect();
     for key in &keys {
-        hub.upsert(cache.evaluate(key, "2026-11-30T00:00:00Z").unwrap().record);
+        // As the loop does: the record carries the drift index's findings.
+        let mut record = cache.evaluate(key, "2026-11-30T00:00:00Z").unwrap().record;
+        record.drift = drift.shared(key).map(Into::into).unwrap_or_default();
+        hub.upsert(record);
     }
     let records = per_app(at);
     eprintln!(

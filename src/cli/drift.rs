@@ -184,7 +184,7 @@ impl From<AppRecord> for Row {
             drifted: !record.drift.drift.is_empty(),
             namespace: record.namespace,
             name: record.name,
-            drift: record.drift.drift,
+            drift: record.drift.drift.to_vec(),
             new_revision: record.drift.drift_new_revision,
             error: None,
         }

@@ -308,7 +308,7 @@ fn reconcile(
         mut record,
         ..
     } = eval;
-    record.drift = st.drift.get(key).map(Into::into).unwrap_or_default();
+    record.drift = st.drift.shared(key).map(Into::into).unwrap_or_default();
     record.drift.readmit = readmit.state_of(key).map(str::to_owned);
     let change = shared.hub.upsert(record);
     if !leading {

@@ -46,7 +46,7 @@ pub struct AppRecord {
 pub struct AppDrift {
     /// Each reason admission would change the stored KService for; empty when it is in step.
     #[serde(default)]
-    pub drift: Vec<Finding>,
+    pub drift: Findings,
     /// Converging it would change `spec.template`: a new Revision and new pods.
     #[serde(default)]
     pub drift_new_revision: bool,
@@ -56,13 +56,57 @@ pub struct AppDrift {
     pub readmit: Option<String>,
 }
 
-impl From<&Drift> for AppDrift {
-    fn from(d: &Drift) -> Self {
+impl From<Arc<Drift>> for AppDrift {
+    /// The drift index's evaluation, shared, not copied.
+    fn from(d: Arc<Drift>) -> Self {
         Self {
-            drift: d.findings.clone(),
             drift_new_revision: d.new_revision,
+            drift: Findings(Some(d)),
             readmit: None,
         }
+    }
+}
+
+/// An app's drift findings: the drift index's evaluation ([`super::drift::DriftIndex`]) held
+/// once, by both the index and the app's record; reads as a slice of findings, and is served as
+/// a list of them (its `new_revision` is the record's `drift_new_revision`). None is none
+/// evaluated yet, without an allocation.
+#[derive(Debug, Clone, Default)]
+pub struct Findings(Option<Arc<Drift>>);
+
+impl std::ops::Deref for Findings {
+    type Target = [Finding];
+    fn deref(&self) -> &[Finding] {
+        self.0.as_deref().map_or(&[], |d| &d.findings)
+    }
+}
+
+impl PartialEq for Findings {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Findings {}
+
+impl From<Vec<Finding>> for Findings {
+    fn from(findings: Vec<Finding>) -> Self {
+        Self(Some(Arc::new(Drift {
+            findings,
+            new_revision: false,
+        })))
+    }
+}
+
+impl Serialize for Findings {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Findings {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<Finding>::deserialize(d).map(Self::from)
     }
 }
 

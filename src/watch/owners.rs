@@ -29,9 +29,9 @@ pub fn owner(ksvc: Option<&KService>, revision: &str) -> Owner {
         .status
         .traffic
         .iter()
-        .filter(|t| t.revision_name == revision)
+        .filter(|t| *t.revision_name == *revision)
         .map(|t| Route {
-            tag: Some(t.tag.clone()).filter(|tag| !tag.is_empty()),
+            tag: Some(t.tag.to_string()).filter(|tag| !tag.is_empty()),
             percent: t.percent,
         })
         .collect();

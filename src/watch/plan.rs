@@ -54,8 +54,8 @@ pub fn plan<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R]) -> Plan {
         return waiting("Knative to report the route's traffic");
     }
     let latest = |name: &str| {
-        name == ksvc.status.latest_created_revision_name
-            || name == ksvc.status.latest_ready_revision_name
+        *name == *ksvc.status.latest_created_revision_name
+            || *name == *ksvc.status.latest_ready_revision_name
     };
     let protected = |r: &Revision| {
         r.is_no_gc() || r.is_routed() || ksvc.routes_to(r.name()) || latest(r.name())

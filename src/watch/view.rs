@@ -49,21 +49,21 @@ pub struct Metadata {
 #[serde(default, rename_all = "camelCase")]
 pub struct Condition {
     #[serde(rename = "type")]
-    pub type_: String,
+    pub type_: Box<str>,
     /// `"True"`, `"False"` or `"Unknown"`.
-    pub status: String,
-    pub reason: String,
-    pub message: String,
-    pub last_transition_time: String,
+    pub status: Box<str>,
+    pub reason: Box<str>,
+    pub message: Box<str>,
+    pub last_transition_time: Box<str>,
 }
 
 /// One `status.traffic[]` entry of a Service.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct TrafficTarget {
-    pub revision_name: String,
+    pub revision_name: Box<str>,
     pub percent: Option<i64>,
-    pub tag: String,
+    pub tag: Box<str>,
 }
 
 /// The parts of a Service's `status` the loop reads.
@@ -73,9 +73,9 @@ pub struct ServiceStatus {
     pub observed_generation: Option<i64>,
     /// Only those the status mapping reads; only `Ready` with its transition time.
     pub conditions: Vec<Condition>,
-    pub latest_created_revision_name: String,
-    pub latest_ready_revision_name: String,
-    pub url: String,
+    pub latest_created_revision_name: Box<str>,
+    pub latest_ready_revision_name: Box<str>,
+    pub url: Box<str>,
     pub traffic: Vec<TrafficTarget>,
 }
 
@@ -289,20 +289,19 @@ impl<'de> Deserialize<'de> for Revision {
 /// a reason or a message (failure substates are read from every condition's, in order); and
 /// the `lastTransitionTime` only of the `timed` one (the Service's `Ready`).
 fn trim_conditions(conditions: &mut Vec<Condition>, read: &[&str], timed: Option<&str>) {
-    conditions.retain(|c| {
-        read.contains(&c.type_.as_str()) || !c.reason.is_empty() || !c.message.is_empty()
-    });
+    conditions
+        .retain(|c| read.contains(&&*c.type_) || !c.reason.is_empty() || !c.message.is_empty());
     conditions.shrink_to_fit();
     for condition in conditions {
-        if Some(condition.type_.as_str()) != timed {
-            condition.last_transition_time = String::new();
+        if Some(&*condition.type_) != timed {
+            condition.last_transition_time = Box::default();
         }
     }
 }
 
 /// Find a condition by type.
 pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
-    conditions.iter().find(|c| c.type_ == type_)
+    conditions.iter().find(|c| &*c.type_ == type_)
 }
 
 impl KService {
@@ -350,7 +349,7 @@ impl KService {
         self.status
             .traffic
             .iter()
-            .any(|t| t.revision_name == revision)
+            .any(|t| *t.revision_name == *revision)
     }
 }
 
@@ -379,7 +378,7 @@ impl Revision {
     pub fn has_pods(&self) -> bool {
         self.status.actual_replicas.unwrap_or(0) > 0
             || self.status.desired_replicas.unwrap_or(0) > 0
-            || condition(&self.status.conditions, "Active").is_some_and(|c| c.status == "True")
+            || condition(&self.status.conditions, "Active").is_some_and(|c| &*c.status == "True")
     }
 }
 

@@ -248,7 +248,7 @@ impl Readmitter {
             }
             Step::Converged(key) => {
                 metrics.readmit("converged");
-                let revision = ksvc.status.latest_ready_revision_name.clone();
+                let revision = ksvc.status.latest_ready_revision_name.to_string();
                 let note = format!(
                     "written again through admission for {}; revision {revision} is Ready",
                     self.reasons.remove(&key).unwrap_or_default(),
@@ -379,7 +379,7 @@ fn view<'a>(key: &'a AppKey, ksvc: &'a KService, drift: &'a Drift, enabled: bool
     let settled = observed && *latest == status.latest_ready_revision_name;
     let ready = condition(&status.conditions, "Ready");
     let failed = ready
-        .filter(|c| observed && !settled && c.status == "False")
+        .filter(|c| observed && !settled && &*c.status == "False")
         .map(|c| format!("{}: {}", c.reason, c.message));
     App {
         key,
