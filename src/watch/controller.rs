@@ -34,6 +34,7 @@ use super::hub::{AppKey, Change, Hub};
 use super::listing::Listing;
 use super::loop_state::LoopState;
 use super::metrics::Metrics;
+use super::names::Names;
 use super::owners::ServiceStore;
 use super::readmit::{Readmitter, Wake};
 use super::store;
@@ -92,8 +93,9 @@ where
 /// Run the loop until the watch streams end (they do not, short of a dropped runtime).
 pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let ns = opts.namespace.as_deref();
-    let (services, svc_writer) = store::store::<KService>();
-    let (revisions, rev_writer) = store::store::<Revision>();
+    let names = Names::default();
+    let (services, svc_writer) = store::store::<KService>(&names);
+    let (revisions, rev_writer) = store::store::<Revision>(&names);
     // Set once: a loop runs once per process.
     let _ = shared.services.set(services.clone());
     let cfg = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);

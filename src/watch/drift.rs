@@ -89,7 +89,7 @@ impl DriftIndex {
             self.remove(key);
             return None;
         };
-        let inject = self.namespaces.get(&key.namespace).cloned();
+        let inject = self.namespaces.get(&*key.namespace).cloned();
         let digest = ksvc.stored.digest();
         let fresh = |slot: &Entry| {
             slot.generation == self.generation && slot.inject == inject && slot.stored == digest

@@ -19,18 +19,20 @@ use crate::locks::lock;
 /// The queue length of one watch subscriber.
 pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 256;
 
-/// Namespace and name of a KService.
+/// Namespace and name of a KService (or, in the Revisions' store, of a Revision). Shared, not
+/// copied: the store's key, the cached view, the status record and the drift index hold the
+/// same two strings.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct AppKey {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 /// One app as served by `/apps`: where it lives, who it belongs to, and its status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppRecord {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
     pub project: Option<String>,
     pub domain: Option<String>,
     pub app_name: Option<String>,
@@ -115,8 +117,8 @@ impl AppRecord {
     pub fn of(ksvc: &KService, status: AppStatus) -> Self {
         let label = |k: &str| ksvc.label(k).map(str::to_owned);
         Self {
-            namespace: ksvc.namespace().to_owned(),
-            name: ksvc.name().to_owned(),
+            namespace: ksvc.metadata.namespace.clone(),
+            name: ksvc.metadata.name.clone(),
             project: label(keys::LABEL_PROJECT),
             domain: label(keys::LABEL_DOMAIN),
             app_name: label(keys::LABEL_APP_NAME),
@@ -342,14 +344,14 @@ impl Hub {
         use std::ops::Bound;
         let inner = lock(&self.inner);
         let start = match (after, &filter.namespace) {
-            (Some(after), Some(ns)) if after.namespace < *ns => None,
+            (Some(after), Some(ns)) if *after.namespace < **ns => None,
             (Some(after), _) => Some(Bound::Excluded(after.clone())),
             (None, _) => None,
         };
         let start = start.unwrap_or_else(|| match &filter.namespace {
             Some(ns) => Bound::Included(AppKey {
-                namespace: ns.clone(),
-                name: String::new(),
+                namespace: ns.as_str().into(),
+                name: "".into(),
             }),
             None => Bound::Unbounded,
         });
@@ -360,7 +362,7 @@ impl Hub {
                 filter
                     .namespace
                     .as_ref()
-                    .is_none_or(|ns| k.namespace == *ns)
+                    .is_none_or(|ns| *k.namespace == **ns)
             })
             .map(|(_, r)| r)
             .filter(|r| filter.matches(r));

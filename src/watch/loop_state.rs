@@ -175,7 +175,7 @@ impl LoopState {
             }
         };
         if self.drift.set_namespace(&ns, label.as_deref()) {
-            let stale = self.all_keys().into_iter().filter(|k| k.namespace == ns);
+            let stale = self.all_keys().into_iter().filter(|k| *k.namespace == *ns);
             self.dirty.extend(stale);
         }
     }

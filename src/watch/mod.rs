@@ -20,6 +20,7 @@ pub mod hub;
 pub mod listing;
 mod loop_state;
 pub mod metrics;
+pub mod names;
 pub mod owners;
 pub mod plan;
 pub mod projection;

@@ -53,8 +53,8 @@ pub fn view(
         match services.get() {
             Some(store) if watched && synced.load(Ordering::Acquire) => {
                 let key = AppKey {
-                    namespace: lookup.namespace.to_owned(),
-                    name: lookup.service.to_owned(),
+                    namespace: lookup.namespace.into(),
+                    name: lookup.service.into(),
                 };
                 owner(store.get(&key).as_deref(), lookup.revision)
             }

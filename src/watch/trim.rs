@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
@@ -64,9 +65,10 @@ impl<L: Wanted, A: Wanted> Meta<L, A> {
     /// Name, namespace, uid and resourceVersion (taken out) as the cached [`Metadata`].
     pub(super) fn identity(&mut self) -> Metadata {
         let boxed = |s: Option<String>| s.map(String::into_boxed_str);
+        let shared = |s: Option<String>| s.map_or_else(|| Arc::from(""), Arc::from);
         Metadata {
-            name: boxed(self.name.take()).unwrap_or_default(),
-            namespace: boxed(self.namespace.take()).unwrap_or_default(),
+            name: shared(self.name.take()),
+            namespace: shared(self.namespace.take()),
             uid: boxed(self.uid.take()),
             resource_version: boxed(self.resource_version.take()),
             ..Metadata::default()

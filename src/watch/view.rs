@@ -34,8 +34,9 @@ pub const VERSION: &str = "v1";
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
-    pub name: Box<str>,
-    pub namespace: Box<str>,
+    /// Shared with the store's key and the app's status record ([`super::hub::AppKey`]).
+    pub name: Arc<str>,
+    pub namespace: Arc<str>,
     pub uid: Option<Box<str>>,
     pub resource_version: Option<Box<str>>,
     /// A Service's `metadata.generation` (a Revision's is not read).
@@ -249,7 +250,7 @@ pub struct Revision {
     pub metadata: Metadata,
     /// The owning Service's name (label `serving.knative.dev/service`).
     #[serde(skip)]
-    pub owner: Option<String>,
+    pub owner: Option<Arc<str>>,
     /// Annotated `serving.knative.dev/no-gc: "true"`.
     #[serde(skip)]
     pub no_gc: bool,
@@ -277,7 +278,7 @@ impl<'de> Deserialize<'de> for Revision {
         let routing = m.labels.take(keys::LABEL_ROUTING_STATE);
         Ok(Self {
             metadata: m.identity(),
-            owner: m.labels.take(keys::LABEL_KNATIVE_SERVICE),
+            owner: m.labels.take(keys::LABEL_KNATIVE_SERVICE).map(Arc::from),
             no_gc: m.annotations.take(keys::ANNOTATION_NO_GC).as_deref() == Some("true"),
             routed: routing.as_deref() == Some(keys::ROUTING_STATE_ACTIVE),
             status,

@@ -5,7 +5,7 @@
 //! Must never do I/O.
 
 use std::borrow::{Borrow, Cow};
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
@@ -62,6 +62,14 @@ impl<K> Deref for Watched<K> {
     type Target = K;
     fn deref(&self) -> &K {
         &self.view
+    }
+}
+
+impl<K> DerefMut for Watched<K> {
+    /// The view; its name and namespace are what the `ObjectMeta` says (the store only trades
+    /// them for equal shared copies).
+    fn deref_mut(&mut self) -> &mut K {
+        &mut self.view
     }
 }
 

@@ -186,7 +186,7 @@ impl Readmitter {
         let enabled = &self.enabled;
         let apps = keyed.iter().filter_map(|(key, ksvc)| {
             let drift = drift.get(key)?;
-            Some(view(key, ksvc, drift, enabled.contains(&key.namespace)))
+            Some(view(key, ksvc, drift, enabled.contains(&*key.namespace)))
         });
         let steps = self.wave.step(&self.settings, apps, self.epoch.elapsed());
         let mut changed = Vec::new();
@@ -234,7 +234,7 @@ impl Readmitter {
         match step {
             Step::Start(key) => {
                 let reasons: Vec<&str> = found.reasons().map(|r| r.as_str()).collect();
-                tracing::info!(ns = key.namespace.as_str(), name = key.name.as_str(), reasons = ?reasons, "re-admitting");
+                tracing::info!(ns = &*key.namespace, name = &*key.name, reasons = ?reasons, "re-admitting");
                 self.reasons.insert(key.clone(), reasons.join(", "));
                 let write = write::readmit(
                     self.writer.clone(),
@@ -262,7 +262,7 @@ impl Readmitter {
             } => {
                 metrics.readmit(if timed_out { "timed_out" } else { "failed" });
                 self.reasons.remove(&key);
-                tracing::warn!(ns = key.namespace.as_str(), name = key.name.as_str(), why = ?why, "re-admitted app failed");
+                tracing::warn!(ns = &*key.namespace, name = &*key.name, why = ?why, "re-admitted app failed");
                 let note = format!("written again, but {why}");
                 self.event(ksvc, true, "ReadmitFailed", note, None);
             }
@@ -312,7 +312,7 @@ impl Readmitter {
             }
             Written::Unreachable => (None, None),
             Written::Skipped => {
-                tracing::info!(ns = key.namespace.as_str(), name = key.name.as_str(), why = %detail, "re-admission wrote nothing; the wave looks again after the interval");
+                tracing::info!(ns = &*key.namespace, name = &*key.name, why = %detail, "re-admission wrote nothing; the wave looks again after the interval");
                 (None, None)
             }
         };
