@@ -22,7 +22,7 @@ pub fn owner(ksvc: Option<&KService>, revision: &str) -> Owner {
     let Some(ksvc) = ksvc else {
         return Owner::Gone;
     };
-    if ksvc.metadata.deleting {
+    if ksvc.deleting {
         return Owner::Deleting;
     }
     let routes = ksvc

@@ -126,7 +126,7 @@ pub fn status_for<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R], now: &s
     if !ksvc.generation_observed() {
         let message = format!(
             "OutOfDate: generation {} is not yet observed by Knative (observed {})",
-            ksvc.metadata.generation.unwrap_or_default(),
+            ksvc.generation.unwrap_or_default(),
             ksvc.status.observed_generation.unwrap_or_default()
         );
         return base(

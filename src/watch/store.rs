@@ -85,6 +85,8 @@ impl Cached for KService {
     fn cached(&self) -> Self {
         Self {
             metadata: self.metadata.clone(),
+            generation: self.generation,
+            deleting: self.deleting,
             labels: self.labels.clone(),
             annotations: self.annotations.clone(),
             spec: self.spec.clone(),
@@ -228,7 +230,7 @@ mod tests {
         let mut names: Vec<_> = store
             .state()
             .iter()
-            .map(|k| (k.name().to_owned(), k.metadata.generation.unwrap_or(0)))
+            .map(|k| (k.name().to_owned(), k.generation.unwrap_or(0)))
             .collect();
         names.sort();
         names

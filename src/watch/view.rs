@@ -39,10 +39,6 @@ pub struct Metadata {
     pub namespace: Arc<str>,
     pub uid: Option<Box<str>>,
     pub resource_version: Option<Box<str>>,
-    /// A Service's `metadata.generation` (a Revision's is not read).
-    pub generation: Option<i64>,
-    /// `metadata.deletionTimestamp` is set: the object is being deleted.
-    pub deleting: bool,
 }
 
 /// One entry of a status `conditions[]` list (Knative's `apis.Condition`).
@@ -106,9 +102,15 @@ pub struct ServiceSpec {
 /// the object as admission reads it, for the drift report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KService {
-    /// Name, namespace, uid, resourceVersion, generation and whether it is being deleted; no
-    /// labels or annotations (the fields below hold the ones the loop reads).
+    /// Name, namespace, uid and resourceVersion; no labels or annotations (the fields below
+    /// hold the ones the loop reads).
     pub metadata: Metadata,
+    /// `metadata.generation`.
+    #[serde(skip)]
+    pub generation: Option<i64>,
+    /// `metadata.deletionTimestamp` is set: the Service is being deleted.
+    #[serde(skip)]
+    pub deleting: bool,
     /// The labels the loop and the status API read ([`trim::ServiceLabels`]).
     #[serde(skip)]
     pub labels: Kept<ServiceLabels>,
@@ -137,11 +139,9 @@ impl<'de> Deserialize<'de> for KService {
         trim_conditions(conditions, trim::SERVICE_CONDITIONS, Some("Ready"));
         let mut m = fields.metadata;
         Ok(Self {
-            metadata: Metadata {
-                generation: m.generation,
-                deleting: m.deletion_timestamp.is_some(),
-                ..m.identity()
-            },
+            generation: m.generation,
+            deleting: m.deletion_timestamp.is_some(),
+            metadata: m.identity(),
             labels: m.labels,
             annotations: m.annotations,
             spec: fields.spec,
@@ -338,7 +338,7 @@ impl KService {
     }
     /// Knative has observed the current spec (`status.observedGeneration == metadata.generation`).
     pub fn generation_observed(&self) -> bool {
-        match (self.metadata.generation, self.status.observed_generation) {
+        match (self.generation, self.status.observed_generation) {
             (Some(g), Some(o)) => o >= g,
             // No generation at all (some fakes, very old servers): nothing to wait for.
             (None, _) => true,

@@ -50,7 +50,7 @@ fn a_kservice_at_etcds_limit_is_cached_at_its_trimmed_size() {
     );
     // What the loop still reads is there.
     assert_eq!(
-        (ksvc.name(), ksvc.namespace(), ksvc.metadata.generation),
+        (ksvc.name(), ksvc.namespace(), ksvc.generation),
         ("big", "team", Some(3))
     );
     assert!(ksvc.routes_to("big-00003") && ksvc.generation_observed());
@@ -103,7 +103,6 @@ fn a_revision_keeps_only_what_the_loop_reads() {
         namespace: "team".into(),
         uid: Some("u-3".into()),
         resource_version: Some("7".into()),
-        ..Metadata::default()
     };
     assert_eq!(revision.metadata, want);
     assert!(revision.is_no_gc() && revision.has_pods());

@@ -386,11 +386,11 @@ fn view<'a>(key: &'a AppKey, ksvc: &'a KService, drift: &'a Drift, enabled: bool
         drift,
         stored: &ksvc.stored,
         stopped: ksvc.is_stopped(),
-        deleting: ksvc.metadata.deleting,
+        deleting: ksvc.deleting,
         opted_out: ksvc.annotation(keys::ANNOTATION_READMIT) == Some(keys::READMIT_NEVER),
         namespace_enabled: enabled,
         readmitted: ksvc.annotation(keys::ANNOTATION_READMITTED).is_some(),
-        generation: ksvc.metadata.generation.unwrap_or(0),
+        generation: ksvc.generation.unwrap_or(0),
         settled,
         failed,
     }
