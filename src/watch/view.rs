@@ -9,7 +9,9 @@
 //! labels and annotations the loop and the status API read, and its [`Stored`] text (the whole
 //! object but its status and resourceVersion) for the drift report while it is fresh from the
 //! API server: the store keeps only the text's digest. So a Service is cached at a few hundred
-//! bytes plus its status, whatever its spec.
+//! bytes plus its status, whatever its spec. They are not kube `Resource`s: the watchers and the
+//! API client decode them inside a [`super::watched::Watched`], which adds the `ObjectMeta` kube
+//! reads, and the stores keep the view alone.
 //! They are never written back: every write fetches the raw object fresh and edits its JSON, so
 //! fields unknown to these views survive (a view serialised over the object would drop them).
 //! Must never do I/O.
