@@ -128,8 +128,8 @@ fn report(c: &mut Criterion) {
         .map(|i| {
             let ksvc: KService = serde_json::from_value(stored(i, &v1)).unwrap();
             let key = AppKey {
-                namespace: ksvc.namespace().to_owned(),
-                name: ksvc.name().to_owned(),
+                namespace: ksvc.namespace().into(),
+                name: ksvc.name().into(),
             };
             (key, ksvc)
         })

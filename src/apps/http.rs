@@ -318,8 +318,8 @@ async fn one(
         }
     }
     match s.hub.get(&AppKey {
-        namespace: namespace.clone(),
-        name: name.clone(),
+        namespace: namespace.as_str().into(),
+        name: name.as_str().into(),
     }) {
         Some(record) => Json(record).into_response(),
         None => {

@@ -132,8 +132,8 @@ fn decode(token: &str, filter: &Filter) -> Result<AppKey, String> {
         );
     }
     Ok(AppKey {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
+        namespace: namespace.into(),
+        name: name.into(),
     })
 }
 

@@ -50,8 +50,8 @@ fn hub_of(n: usize) -> Arc<Hub> {
     let hub = Hub::new();
     for i in 0..n {
         hub.upsert(AppRecord {
-            namespace: format!("ns-{}", i % 3),
-            name: format!("app-{i:04}"),
+            namespace: format!("ns-{}", i % 3).into(),
+            name: format!("app-{i:04}").into(),
             project: None,
             domain: None,
             app_name: None,
@@ -83,7 +83,7 @@ async fn a_full_listing_is_the_same_array_in_chunks() {
     }
     // Records the caller may not see are left out, commas and all.
     let hub = hub_of(2 * CHUNK + 7);
-    let body: Vec<u8> = chunks(hub.clone(), Filter::default(), |r| r.namespace == "ns-1")
+    let body: Vec<u8> = chunks(hub.clone(), Filter::default(), |r| &*r.namespace == "ns-1")
         .collect::<Vec<_>>()
         .await
         .concat();
@@ -91,7 +91,7 @@ async fn a_full_listing_is_the_same_array_in_chunks() {
     let want: Vec<AppRecord> = hub
         .list(&Filter::default())
         .into_iter()
-        .filter(|r| r.namespace == "ns-1")
+        .filter(|r| &*r.namespace == "ns-1")
         .collect();
     assert_eq!(got, want);
 }

@@ -188,9 +188,9 @@ impl From<AppRecord> for Row {
     fn from(record: AppRecord) -> Self {
         Row {
             drifted: !record.drift.drift.is_empty(),
-            namespace: record.namespace,
-            name: record.name,
-            drift: record.drift.drift,
+            namespace: record.namespace.to_string(),
+            name: record.name.to_string(),
+            drift: record.drift.drift.to_vec(),
             new_revision: record.drift.drift_new_revision,
             error: None,
         }

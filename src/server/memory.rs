@@ -47,13 +47,14 @@ pub const DECISION_AT_CAP: u64 = 24 * MIB;
 pub const INLINE_DECISIONS: u64 = 2;
 
 /// Resident memory of one cached app at rest, with its two Revisions, status and drift report,
-/// on objects as a real cluster holds them (measured: tests/server/scale.rs, 6.1 KiB at 20,000
-/// apps listed by streaming, 6.5 KiB in pages; docs/performance.md).
-pub const CACHE_PER_APP: u64 = 6656;
-/// A re-list's peak over the cache at rest, in percent (measured at 20,000 apps: 103 % listed by
-/// streaming, 118 % in pages, 7,794 B an app; the store applies the list in place, so it never
-/// holds two copies).
-pub const RELIST_PERCENT: u64 = 120;
+/// on objects as a real cluster holds them (measured: tests/server/scale.rs, 3,653 B at 20,000
+/// apps listed by streaming, 3,787 B in pages; docs/performance.md).
+pub const CACHE_PER_APP: u64 = 3840;
+/// A re-list's peak over the cache at rest, in percent (measured at 20,000 apps: 108 % listed by
+/// streaming, 140 % in pages, 5,290 B an app; the store applies the list in place, so it never
+/// holds two copies). In pages the extra is about 28 MiB whatever N (the pages being decoded:
+/// 116 % at 50,000), so this share over-counts it past 20,000 apps.
+pub const RELIST_PERCENT: u64 = 140;
 
 /// Resident memory of one app in the admission role's Service projection (namespace, name,
 /// stop and deletion flags, the `status.traffic` entries), through a re-list, which updates it

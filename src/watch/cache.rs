@@ -10,18 +10,20 @@ use std::sync::Arc;
 use kube::runtime::watcher;
 
 use super::hub::{AppKey, AppRecord};
+use super::names::Names;
 use super::plan::{Plan, plan};
 use super::status::status_for;
 use super::store::{self, Store};
 use super::view::{KService, Revision};
+use super::watched::Watched;
 
 /// The stores and the revision index.
 pub struct Cache {
     pub services: Store<KService>,
     pub revisions: Store<Revision>,
     /// Each Service's revision names, sorted: a vector, not a set (a set of two names costs a
-    /// whole B-tree node).
-    index: BTreeMap<AppKey, Vec<String>>,
+    /// whole B-tree node); each name shared with its Revision's view.
+    index: BTreeMap<AppKey, Vec<Arc<str>>>,
 }
 
 /// One app as evaluated from the cache.
@@ -34,18 +36,15 @@ pub struct Evaluation {
 
 /// The key of the Service owning a revision, if labelled.
 pub fn owner_key(r: &Revision) -> Option<AppKey> {
-    r.service().map(|s| AppKey {
-        namespace: r.namespace().to_owned(),
-        name: s.to_owned(),
+    r.owner.as_ref().map(|s| AppKey {
+        namespace: r.metadata.namespace.clone(),
+        name: s.clone(),
     })
 }
 
 /// The key of a Service.
 pub fn service_key(k: &KService) -> AppKey {
-    AppKey {
-        namespace: k.namespace().to_owned(),
-        name: k.name().to_owned(),
-    }
+    store::key_of(k)
 }
 
 impl Cache {
@@ -60,20 +59,25 @@ impl Cache {
 
     /// A cache holding exactly these objects (benchmarks, tests).
     pub fn from_objects(services: Vec<KService>, revisions: Vec<Revision>) -> Self {
-        let (svc_store, mut svc_writer) = store::store::<KService>();
-        let (rev_store, mut rev_writer) = store::store::<Revision>();
-        svc_writer.apply(&watcher::Event::Init);
+        Self::from_named(&Names::default(), services, revisions)
+    }
+
+    /// A cache holding exactly these objects, whose stores share `names` (benchmarks).
+    pub fn from_named(names: &Names, services: Vec<KService>, revisions: Vec<Revision>) -> Self {
+        let (svc_store, mut svc_writer) = store::store::<KService>(names);
+        let (rev_store, mut rev_writer) = store::store::<Revision>(names);
+        svc_writer.apply(&mut watcher::Event::Init);
         for k in services {
-            svc_writer.apply(&watcher::Event::InitApply(k));
+            svc_writer.apply(&mut watcher::Event::InitApply(Watched::new(k)));
         }
-        svc_writer.apply(&watcher::Event::InitDone);
-        rev_writer.apply(&watcher::Event::Init);
+        svc_writer.apply(&mut watcher::Event::InitDone);
+        rev_writer.apply(&mut watcher::Event::Init);
         let mut cache = Self::new(svc_store, rev_store);
         for r in revisions {
             cache.note_revision(&r, true);
-            rev_writer.apply(&watcher::Event::InitApply(r));
+            rev_writer.apply(&mut watcher::Event::InitApply(Watched::new(r)));
         }
-        rev_writer.apply(&watcher::Event::InitDone);
+        rev_writer.apply(&mut watcher::Event::InitDone);
         cache
     }
 
@@ -83,11 +87,11 @@ impl Cache {
         let name = r.name();
         if exists {
             let names = self.index.entry(key.clone()).or_default();
-            if let Err(at) = names.binary_search_by(|n| n.as_str().cmp(name)) {
-                names.insert(at, name.to_owned());
+            if let Err(at) = names.binary_search_by(|n| (**n).cmp(name)) {
+                names.insert(at, r.metadata.name.clone());
             }
         } else if let Some(names) = self.index.get_mut(&key) {
-            if let Ok(at) = names.binary_search_by(|n| n.as_str().cmp(name)) {
+            if let Ok(at) = names.binary_search_by(|n| (**n).cmp(name)) {
                 names.remove(at);
             }
             if names.is_empty() {

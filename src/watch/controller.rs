@@ -34,10 +34,12 @@ use super::hub::{AppKey, Change, Hub};
 use super::listing::Listing;
 use super::loop_state::LoopState;
 use super::metrics::Metrics;
+use super::names::Names;
 use super::owners::ServiceStore;
 use super::readmit::{Readmitter, Wake};
 use super::store;
 use super::view::{KService, Revision};
+use super::watched::Watched;
 use super::write_queue::Writes;
 use super::writes::{Job, Transition, Writer};
 use crate::admission::Policy;
@@ -91,8 +93,9 @@ where
 /// Run the loop until the watch streams end (they do not, short of a dropped runtime).
 pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     let ns = opts.namespace.as_deref();
-    let (services, svc_writer) = store::store::<KService>();
-    let (revisions, rev_writer) = store::store::<Revision>();
+    let names = Names::default();
+    let (services, svc_writer) = store::store::<KService>(&names);
+    let (revisions, rev_writer) = store::store::<Revision>(&names);
     // Set once: a loop runs once per process.
     let _ = shared.services.set(services.clone());
     let cfg = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
@@ -103,8 +106,8 @@ pub async fn run(client: Client, opts: LoopOptions, shared: Shared) {
     };
     let ns_api = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
     let mut ns_events = pin!(Listing::new(ns_api, ns_cfg, "namespaces").default_backoff());
-    let svc_api = scoped::<KService>(client.clone(), ns);
-    let rev_api = scoped::<Revision>(client.clone(), ns);
+    let svc_api = scoped::<Watched<KService>>(client.clone(), ns);
+    let rev_api = scoped::<Watched<Revision>>(client.clone(), ns);
     // The drift report asks for the Services' texts again (a new policy) by listing them again.
     let (relist, relist_asks) = tokio::sync::mpsc::unbounded_channel();
     let mut svc_events = pin!(store::reflect(
@@ -307,7 +310,7 @@ fn reconcile(
         mut record,
         ..
     } = eval;
-    record.drift = st.drift.get(key).map(Into::into).unwrap_or_default();
+    record.drift = st.drift.shared(key).map(Into::into).unwrap_or_default();
     record.drift.readmit = readmit.state_of(key).map(str::to_owned);
     let change = shared.hub.upsert(record);
     if !leading {

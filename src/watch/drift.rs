@@ -29,7 +29,8 @@ struct Entry {
     inject: Option<String>,
     /// The policy generation it was evaluated under.
     generation: u64,
-    drift: Drift,
+    /// Shared with the app's `/apps` record ([`super::hub::Findings`]): held once.
+    drift: Arc<Drift>,
 }
 
 /// Every app's drift, the namespaces' opt-out labels and the policy they were evaluated under.
@@ -88,7 +89,7 @@ impl DriftIndex {
             self.remove(key);
             return None;
         };
-        let inject = self.namespaces.get(&key.namespace).cloned();
+        let inject = self.namespaces.get(&*key.namespace).cloned();
         let digest = ksvc.stored.digest();
         let fresh = |slot: &Entry| {
             slot.generation == self.generation && slot.inject == inject && slot.stored == digest
@@ -114,7 +115,7 @@ impl DriftIndex {
             stored: digest,
             inject,
             generation: self.generation,
-            drift,
+            drift: Arc::new(drift),
         };
         // In place: no key copied, no rebalancing, for the common re-evaluation.
         let (old, new) = match self.entries.get_mut(key) {
@@ -145,7 +146,12 @@ impl DriftIndex {
 
     /// One app's drift, as last evaluated.
     pub fn get(&self, key: &AppKey) -> Option<&Drift> {
-        self.entries.get(key).map(|e| &e.drift)
+        self.entries.get(key).map(|e| &*e.drift)
+    }
+
+    /// One app's drift, as last evaluated, shared (for its `/apps` record).
+    pub fn shared(&self, key: &AppKey) -> Option<Arc<Drift>> {
+        self.entries.get(key).map(|e| e.drift.clone())
     }
 
     /// Forget an app (its KService was deleted).

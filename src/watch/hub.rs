@@ -19,18 +19,20 @@ use crate::locks::lock;
 /// The queue length of one watch subscriber.
 pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 256;
 
-/// Namespace and name of a KService.
+/// Namespace and name of a KService (or, in the Revisions' store, of a Revision). Shared, not
+/// copied: the store's key, the cached view, the status record and the drift index hold the
+/// same two strings.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct AppKey {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 /// One app as served by `/apps`: where it lives, who it belongs to, and its status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppRecord {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
     pub project: Option<String>,
     pub domain: Option<String>,
     pub app_name: Option<String>,
@@ -46,7 +48,7 @@ pub struct AppRecord {
 pub struct AppDrift {
     /// Each reason admission would change the stored KService for; empty when it is in step.
     #[serde(default)]
-    pub drift: Vec<Finding>,
+    pub drift: Findings,
     /// Converging it would change `spec.template`: a new Revision and new pods.
     #[serde(default)]
     pub drift_new_revision: bool,
@@ -56,13 +58,57 @@ pub struct AppDrift {
     pub readmit: Option<String>,
 }
 
-impl From<&Drift> for AppDrift {
-    fn from(d: &Drift) -> Self {
+impl From<Arc<Drift>> for AppDrift {
+    /// The drift index's evaluation, shared, not copied.
+    fn from(d: Arc<Drift>) -> Self {
         Self {
-            drift: d.findings.clone(),
             drift_new_revision: d.new_revision,
+            drift: Findings(Some(d)),
             readmit: None,
         }
+    }
+}
+
+/// An app's drift findings: the drift index's evaluation ([`super::drift::DriftIndex`]) held
+/// once, by both the index and the app's record; reads as a slice of findings, and is served as
+/// a list of them (its `new_revision` is the record's `drift_new_revision`). None is none
+/// evaluated yet, without an allocation.
+#[derive(Debug, Clone, Default)]
+pub struct Findings(Option<Arc<Drift>>);
+
+impl std::ops::Deref for Findings {
+    type Target = [Finding];
+    fn deref(&self) -> &[Finding] {
+        self.0.as_deref().map_or(&[], |d| &d.findings)
+    }
+}
+
+impl PartialEq for Findings {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Findings {}
+
+impl From<Vec<Finding>> for Findings {
+    fn from(findings: Vec<Finding>) -> Self {
+        Self(Some(Arc::new(Drift {
+            findings,
+            new_revision: false,
+        })))
+    }
+}
+
+impl Serialize for Findings {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Findings {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<Finding>::deserialize(d).map(Self::from)
     }
 }
 
@@ -71,8 +117,8 @@ impl AppRecord {
     pub fn of(ksvc: &KService, status: AppStatus) -> Self {
         let label = |k: &str| ksvc.label(k).map(str::to_owned);
         Self {
-            namespace: ksvc.namespace().to_owned(),
-            name: ksvc.name().to_owned(),
+            namespace: ksvc.metadata.namespace.clone(),
+            name: ksvc.metadata.name.clone(),
             project: label(keys::LABEL_PROJECT),
             domain: label(keys::LABEL_DOMAIN),
             app_name: label(keys::LABEL_APP_NAME),
@@ -164,7 +210,9 @@ struct SubEntry {
 
 #[derive(Default)]
 struct Inner {
-    apps: BTreeMap<AppKey, AppRecord>,
+    /// Each record boxed: the loop fills the map in key order, which leaves its nodes about
+    /// half full, and a half-empty slot of a pointer costs less than one of a record.
+    apps: BTreeMap<AppKey, Box<AppRecord>>,
     /// Apps per phase, kept as records come, change phase and go: never a walk of every app.
     phases: BTreeMap<Phase, i64>,
     subs: Vec<SubEntry>,
@@ -175,7 +223,7 @@ impl Inner {
     /// Store a record, keeping the phase counts.
     fn put(&mut self, key: AppKey, record: AppRecord) {
         *self.phases.entry(record.status.phase).or_default() += 1;
-        if let Some(old) = self.apps.insert(key, record) {
+        if let Some(old) = self.apps.insert(key, Box::new(record)) {
             *self.phases.entry(old.status.phase).or_default() -= 1;
         }
     }
@@ -184,7 +232,7 @@ impl Inner {
     fn take(&mut self, key: &AppKey) -> Option<AppRecord> {
         let old = self.apps.remove(key)?;
         *self.phases.entry(old.status.phase).or_default() -= 1;
-        Some(old)
+        Some(*old)
     }
 }
 
@@ -220,7 +268,7 @@ impl Hub {
             }
             Some(old) if old.status.same_state(&record.status) => {
                 record.status.last_transition_time = old.status.last_transition_time.clone();
-                if *old == record {
+                if **old == record {
                     return Change::None;
                 }
                 (
@@ -273,7 +321,7 @@ impl Hub {
 
     /// One app.
     pub fn get(&self, key: &AppKey) -> Option<AppRecord> {
-        lock(&self.inner).apps.get(key).cloned()
+        lock(&self.inner).apps.get(key).map(|r| (**r).clone())
     }
 
     /// Every app the filter covers, in key order.
@@ -282,7 +330,7 @@ impl Hub {
             .apps
             .values()
             .filter(|r| filter.matches(r))
-            .cloned()
+            .map(|r| (**r).clone())
             .collect()
     }
 
@@ -298,14 +346,14 @@ impl Hub {
         use std::ops::Bound;
         let inner = lock(&self.inner);
         let start = match (after, &filter.namespace) {
-            (Some(after), Some(ns)) if after.namespace < *ns => None,
+            (Some(after), Some(ns)) if *after.namespace < **ns => None,
             (Some(after), _) => Some(Bound::Excluded(after.clone())),
             (None, _) => None,
         };
         let start = start.unwrap_or_else(|| match &filter.namespace {
             Some(ns) => Bound::Included(AppKey {
-                namespace: ns.clone(),
-                name: String::new(),
+                namespace: ns.as_str().into(),
+                name: "".into(),
             }),
             None => Bound::Unbounded,
         });
@@ -316,9 +364,9 @@ impl Hub {
                 filter
                     .namespace
                     .as_ref()
-                    .is_none_or(|ns| k.namespace == *ns)
+                    .is_none_or(|ns| *k.namespace == **ns)
             })
-            .map(|(_, r)| r)
+            .map(|(_, r)| &**r)
             .filter(|r| filter.matches(r));
         let records: Vec<AppRecord> = covered.by_ref().take(limit).cloned().collect();
         let more = covered.next().is_some();
@@ -341,7 +389,7 @@ impl Hub {
             .apps
             .values()
             .filter(|r| filter.matches(r))
-            .map(|r| WatchEvent::Created { app: r.clone() })
+            .map(|r| WatchEvent::Created { app: (**r).clone() })
             .collect();
         let shared = Arc::new(SubShared {
             queue: Mutex::default(),
@@ -444,7 +492,7 @@ impl Subscription {
         self.local.push_back(WatchEvent::Resync);
         let current = inner.apps.values().filter(|r| self.filter.matches(r));
         self.local
-            .extend(current.map(|r| WatchEvent::Updated { app: r.clone() }));
+            .extend(current.map(|r| WatchEvent::Updated { app: (**r).clone() }));
     }
 }
 

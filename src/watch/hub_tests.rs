@@ -57,7 +57,12 @@ fn list_filters_by_namespace_project_and_domain() {
     let mut other = record("b", "z", Phase::Active, "t");
     other.project = Some("other".into());
     hub.upsert(other);
-    let names = |f: Filter| hub.list(&f).into_iter().map(|r| r.name).collect::<Vec<_>>();
+    let names = |f: Filter| {
+        hub.list(&f)
+            .into_iter()
+            .map(|r| r.name.to_string())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(names(Filter::default()), ["x", "y", "z"]);
     assert_eq!(
         names(Filter {
@@ -87,7 +92,7 @@ async fn subscriber_gets_current_state_then_changes_then_deletes() {
     let hub = Hub::new();
     hub.upsert(record("ns", "a", Phase::Pending, "t"));
     let mut sub = hub.subscribe(Filter::default(), 8);
-    assert!(matches!(sub.next().await, WatchEvent::Created { app } if app.name == "a"));
+    assert!(matches!(sub.next().await, WatchEvent::Created { app } if &*app.name == "a"));
     hub.upsert(record("ns", "a", Phase::Active, "t"));
     hub.upsert(record("ns", "b", Phase::Pending, "t"));
     hub.remove(&AppKey {
@@ -97,8 +102,8 @@ async fn subscriber_gets_current_state_then_changes_then_deletes() {
     assert!(
         matches!(sub.next().await, WatchEvent::Updated { app } if app.status.phase == Phase::Active)
     );
-    assert!(matches!(sub.next().await, WatchEvent::Created { app } if app.name == "b"));
-    assert!(matches!(sub.next().await, WatchEvent::Deleted { app } if app.name == "a"));
+    assert!(matches!(sub.next().await, WatchEvent::Created { app } if &*app.name == "b"));
+    assert!(matches!(sub.next().await, WatchEvent::Deleted { app } if &*app.name == "a"));
     assert_eq!(sub.try_next(), None);
 }
 
@@ -131,7 +136,7 @@ async fn slow_subscriber_gets_resync_and_current_state_instead_of_a_silent_drop(
         matches!(slow.next().await, WatchEvent::Updated { app } if app.status.phase == Phase::Failed)
     );
     // A filtered subscriber with room saw exactly its app, in order.
-    assert!(matches!(one.next().await, WatchEvent::Created { app } if app.name == "app-1"));
+    assert!(matches!(one.next().await, WatchEvent::Created { app } if &*app.name == "app-1"));
     assert!(
         matches!(one.next().await, WatchEvent::Updated { app } if app.status.phase == Phase::Active)
     );

@@ -19,6 +19,7 @@ use super::hub::{AppKey, Hub};
 use super::metrics::Metrics;
 use super::readmit::Readmitter;
 use super::view::{KService, Revision};
+use super::watched::Watched;
 use super::write_queue::{Done, Writes};
 use crate::cluster::call::Backoff;
 use crate::keys;
@@ -120,13 +121,13 @@ impl LoopState {
         &mut self,
         writes: &mut Writes,
         hub: &Hub,
-        ev: watcher::Event<KService>,
+        ev: watcher::Event<Watched<KService>>,
     ) {
         match ev {
             watcher::Event::Apply(k) | watcher::Event::InitApply(k) => {
                 let key = service_key(&k);
                 // Now, while the event carries the stored text: the store keeps its digest only.
-                self.drift.update(&key, Some(&k));
+                self.drift.update(&key, Some(&*k));
                 self.dirty.insert(key);
             }
             watcher::Event::Delete(k) => {
@@ -174,13 +175,13 @@ impl LoopState {
             }
         };
         if self.drift.set_namespace(&ns, label.as_deref()) {
-            let stale = self.all_keys().into_iter().filter(|k| k.namespace == ns);
+            let stale = self.all_keys().into_iter().filter(|k| *k.namespace == *ns);
             self.dirty.extend(stale);
         }
     }
 
     /// A Revision was added, changed or deleted: its app's status may have moved.
-    pub(super) fn on_revision(&mut self, ev: watcher::Event<Revision>) {
+    pub(super) fn on_revision(&mut self, ev: watcher::Event<Watched<Revision>>) {
         match ev {
             watcher::Event::Apply(r) | watcher::Event::InitApply(r) => {
                 self.dirty.extend(self.cache.note_revision(&r, true));

@@ -20,6 +20,7 @@ pub mod hub;
 pub mod listing;
 mod loop_state;
 pub mod metrics;
+pub mod names;
 pub mod owners;
 pub mod plan;
 pub mod projection;
@@ -28,6 +29,7 @@ pub mod status;
 pub mod store;
 pub mod trim;
 pub mod view;
+pub mod watched;
 pub mod write_queue;
 pub mod writes;
 

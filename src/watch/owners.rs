@@ -22,16 +22,16 @@ pub fn owner(ksvc: Option<&KService>, revision: &str) -> Owner {
     let Some(ksvc) = ksvc else {
         return Owner::Gone;
     };
-    if ksvc.metadata.deletion_timestamp.is_some() {
+    if ksvc.deleting {
         return Owner::Deleting;
     }
     let routes = ksvc
         .status
         .traffic
         .iter()
-        .filter(|t| t.revision_name == revision)
+        .filter(|t| *t.revision_name == *revision)
         .map(|t| Route {
-            tag: Some(t.tag.clone()).filter(|tag| !tag.is_empty()),
+            tag: Some(t.tag.to_string()).filter(|tag| !tag.is_empty()),
             percent: t.percent,
         })
         .collect();
@@ -53,8 +53,8 @@ pub fn view(
         match services.get() {
             Some(store) if watched && synced.load(Ordering::Acquire) => {
                 let key = AppKey {
-                    namespace: lookup.namespace.to_owned(),
-                    name: lookup.service.to_owned(),
+                    namespace: lookup.namespace.into(),
+                    name: lookup.service.into(),
                 };
                 owner(store.get(&key).as_deref(), lookup.revision)
             }

@@ -54,8 +54,8 @@ pub fn plan<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R]) -> Plan {
         return waiting("Knative to report the route's traffic");
     }
     let latest = |name: &str| {
-        name == ksvc.status.latest_created_revision_name
-            || name == ksvc.status.latest_ready_revision_name
+        *name == *ksvc.status.latest_created_revision_name
+            || *name == *ksvc.status.latest_ready_revision_name
     };
     let protected = |r: &Revision| {
         r.is_no_gc() || r.is_routed() || ksvc.routes_to(r.name()) || latest(r.name())
@@ -75,8 +75,8 @@ pub fn plan<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R]) -> Plan {
         .into_iter()
         .map(|r| Action::DeleteRevision {
             name: r.name().to_owned(),
-            uid: r.metadata.uid.clone(),
-            resource_version: r.metadata.resource_version.clone(),
+            uid: r.metadata.uid.as_deref().map(str::to_owned),
+            resource_version: r.metadata.resource_version.as_deref().map(str::to_owned),
         })
         .collect();
     let waiting = ksvc

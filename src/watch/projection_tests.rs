@@ -72,9 +72,7 @@ fn the_projection_answers_as_the_rich_cache_does() {
         ("bare", "bare-00001"),
         ("gone", "gone-00001"),
     ] {
-        let cached = rich
-            .iter()
-            .find(|k| k.metadata.name.as_deref() == Some(name));
+        let cached = rich.iter().find(|k| k.name() == name);
         let want = owners::owner(cached, revision);
         assert_eq!(
             p.owner(&ask("apps", name, revision)),

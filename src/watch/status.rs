@@ -101,7 +101,7 @@ pub fn status_for<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R], now: &s
     };
     let latest_ready = find(&ksvc.status.latest_ready_revision_name);
     let latest_created = find(&ksvc.status.latest_created_revision_name);
-    let url = Some(ksvc.status.url.clone()).filter(|u| !u.is_empty());
+    let url = Some(ksvc.status.url.to_string()).filter(|u| !u.is_empty());
     let replicas = latest_ready.and_then(|r| r.status.actual_replicas);
     let base = |phase, message: String, ltt: &str, substate| AppStatus {
         phase,
@@ -126,7 +126,7 @@ pub fn status_for<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R], now: &s
     if !ksvc.generation_observed() {
         let message = format!(
             "OutOfDate: generation {} is not yet observed by Knative (observed {})",
-            ksvc.metadata.generation.unwrap_or_default(),
+            ksvc.generation.unwrap_or_default(),
             ksvc.status.observed_generation.unwrap_or_default()
         );
         return base(
@@ -145,8 +145,8 @@ pub fn status_for<R: Borrow<Revision>>(ksvc: &KService, revisions: &[R], now: &s
         );
     };
     let configs_ready = condition(&ksvc.status.conditions, "ConfigurationsReady")
-        .is_some_and(|c| c.status == "True");
-    let (phase, substate) = match ready.status.as_str() {
+        .is_some_and(|c| &*c.status == "True");
+    let (phase, substate) = match &*ready.status {
         "True" => (Phase::Active, activity_substate(latest_ready)),
         "False" => (Phase::Failed, failure_substate(latest_created, ksvc)),
         _ if configs_ready => (Phase::Deploying, failure_substate(latest_created, ksvc)),
@@ -168,9 +168,9 @@ pub fn message_of(c: &Condition) -> String {
         return format!("{}: {}", c.reason, c.message);
     }
     if !c.message.is_empty() {
-        return c.message.clone();
+        return c.message.to_string();
     }
-    match (c.type_.as_str(), c.status.as_str()) {
+    match (&*c.type_, &*c.status) {
         ("ConfigurationsReady", "True") => "Configuration is ready".into(),
         ("RoutesReady", "True") => "Routes are ready".into(),
         ("Ready", "True") => "Service is ready".into(),
@@ -225,7 +225,7 @@ fn stop_progress(ksvc: &KService, own: &[&Revision]) -> (Phase, String) {
 /// Scale-to-zero substates of a ready app, from the latest ready revision's `Active` condition.
 fn activity_substate(latest_ready: Option<&Revision>) -> Option<Substate> {
     let active = condition(&latest_ready?.status.conditions, "Active")?;
-    match (active.status.as_str(), active.reason.as_str()) {
+    match (&*active.status, &*active.reason) {
         ("False", "NoTraffic") => Some(Substate::ScaledToZero),
         ("Unknown", "Queued") => Some(Substate::ScalingFromZero),
         _ => None,
@@ -239,7 +239,7 @@ fn failure_substate(latest_created: Option<&Revision>, ksvc: &KService) -> Optio
         .unwrap_or_default();
     rev.iter()
         .chain(ksvc.status.conditions.iter())
-        .filter(|c| c.status != "True")
+        .filter(|c| &*c.status != "True")
         .find_map(|c| classify(&c.reason).or_else(|| classify_text(&c.message)))
 }
 

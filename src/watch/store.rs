@@ -9,18 +9,20 @@
 //! the next complete list does not name. While a list runs a reader sees each object as it was
 //! either before or in the list, never a half-listed empty store. Each object is held as
 //! [`Cached::cached`] makes it: a Service without its stored text (the event that brought it
-//! still carries the text, for the drift report). Never calls the API.
+//! still carries the text, for the drift report), and its namespace and names shared with the
+//! other objects' ([`super::names`]). Never calls the API.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::{Stream, TryStreamExt};
-use kube::Resource;
 use kube::runtime::watcher::{self, Event};
 
 use super::hub::AppKey;
+use super::names::Names;
 use super::view::{KService, Revision};
+use super::watched::{View, Watched};
 use crate::locks;
 
 struct Held<K> {
@@ -57,21 +59,25 @@ impl<K> Clone for Store<K> {
 /// The one handle that changes a store: it applies the watcher's events.
 pub struct Writer<K> {
     map: Arc<RwLock<Map<K>>>,
+    names: Names,
 }
 
-/// An empty store and its writer.
-pub fn store<K>() -> (Store<K>, Writer<K>) {
+/// An empty store and its writer, sharing `names` with the loop's other stores.
+pub fn store<K>(names: &Names) -> (Store<K>, Writer<K>) {
     let map = Arc::new(RwLock::new(Map {
         objects: HashMap::new(),
         list: 0,
     }));
-    (Store { map: map.clone() }, Writer { map })
+    let names = names.clone();
+    (Store { map: map.clone() }, Writer { map, names })
 }
 
 /// What a store keeps of an object a watcher decoded: the parts the readers of the store read.
-pub trait Cached: Clone {
+pub trait Cached: View + Clone {
     /// The copy the store holds.
     fn cached(&self) -> Self;
+    /// Trade its namespace and names for the shared copies.
+    fn share(&mut self, names: &Names);
 }
 
 impl Cached for KService {
@@ -79,6 +85,8 @@ impl Cached for KService {
     fn cached(&self) -> Self {
         Self {
             metadata: self.metadata.clone(),
+            generation: self.generation,
+            deleting: self.deleting,
             labels: self.labels.clone(),
             annotations: self.annotations.clone(),
             spec: self.spec.clone(),
@@ -86,20 +94,31 @@ impl Cached for KService {
             stored: self.stored.without_text(),
         }
     }
+    fn share(&mut self, names: &Names) {
+        names.share(&mut self.metadata.namespace);
+        names.share(&mut self.metadata.name);
+    }
 }
 
 impl Cached for Revision {
     fn cached(&self) -> Self {
         self.clone()
     }
+    /// Its namespace and its owner's name (its own name is its alone).
+    fn share(&mut self, names: &Names) {
+        names.share(&mut self.metadata.namespace);
+        if let Some(owner) = &mut self.owner {
+            names.share(owner);
+        }
+    }
 }
 
 /// The store key of an object: its namespace and name.
-pub fn key_of<K: Resource>(object: &K) -> AppKey {
-    let meta = object.meta();
+pub fn key_of<K: View>(object: &K) -> AppKey {
+    let meta = object.metadata();
     AppKey {
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: meta.name.clone().unwrap_or_default(),
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
     }
 }
 
@@ -138,26 +157,28 @@ impl<K> Store<K> {
     }
 }
 
-impl<K: Resource> Writer<K> {
+impl<K: Cached> Writer<K> {
     fn write(&self) -> RwLockWriteGuard<'_, Map<K>> {
         locks::write(&self.map)
     }
 
-    /// Apply one watcher event (see the module's header for lists).
-    pub fn apply(&mut self, event: &Event<K>)
-    where
-        K: Cached,
-    {
+    /// Apply one watcher event (see the module's header for lists): the store keeps the view
+    /// ([`Cached::cached`]), not the `ObjectMeta` the event carries; the event's view is given
+    /// the shared names first, so what reads the event holds the same strings.
+    pub fn apply(&mut self, event: &mut Event<Watched<K>>) {
+        if let Event::InitApply(object) | Event::Apply(object) = event {
+            object.share(&self.names);
+        }
         let mut map = self.write();
         match event {
             Event::Init => map.list += 1,
             Event::InitApply(object) | Event::Apply(object) => {
                 let list = map.list;
                 let held = Held {
-                    object: Arc::new(object.cached()),
+                    object: Arc::new((**object).cached()),
                     list,
                 };
-                match map.objects.entry(key_of(object)) {
+                match map.objects.entry(key_of(&**object)) {
                     // In place: the key is not copied again.
                     Entry::Occupied(mut slot) => *slot.get_mut() = held,
                     Entry::Vacant(slot) => {
@@ -166,12 +187,14 @@ impl<K: Resource> Writer<K> {
                 }
             }
             Event::Delete(object) => {
-                map.objects.remove(&key_of(object));
+                map.objects.remove(&key_of(&**object));
             }
             Event::InitDone => {
                 let list = map.list;
                 map.objects.retain(|_, held| held.list == list);
                 map.objects.shrink_to_fit();
+                drop(map);
+                self.names.sweep();
             }
         }
     }
@@ -180,10 +203,13 @@ impl<K: Resource> Writer<K> {
 /// The watcher's stream with each event applied to `writer` before it is passed on.
 pub fn reflect<K, S>(mut writer: Writer<K>, events: S) -> impl Stream<Item = S::Item>
 where
-    K: Resource + Cached,
-    S: Stream<Item = Result<Event<K>, watcher::Error>>,
+    K: Cached,
+    S: Stream<Item = Result<Event<Watched<K>>, watcher::Error>>,
 {
-    events.inspect_ok(move |event| writer.apply(event))
+    events.map_ok(move |mut event| {
+        writer.apply(&mut event);
+        event
+    })
 }
 
 #[cfg(test)]
@@ -193,7 +219,7 @@ mod tests {
     use super::*;
     use crate::watch::view::KService;
 
-    fn ksvc(name: &str, generation: i64) -> KService {
+    fn ksvc(name: &str, generation: i64) -> Watched<KService> {
         serde_json::from_value(
             json!({"metadata": {"name": name, "namespace": "apps", "generation": generation}}),
         )
@@ -204,7 +230,7 @@ mod tests {
         let mut names: Vec<_> = store
             .state()
             .iter()
-            .map(|k| (k.name().to_owned(), k.metadata.generation.unwrap_or(0)))
+            .map(|k| (k.name().to_owned(), k.generation.unwrap_or(0)))
             .collect();
         names.sort();
         names
@@ -219,8 +245,8 @@ mod tests {
 
     #[test]
     fn a_relist_applies_in_place_and_sweeps_what_it_did_not_name() {
-        let (store, mut writer) = store::<KService>();
-        for ev in [
+        let (store, mut writer) = store::<KService>(&Names::default());
+        for mut ev in [
             Event::Init,
             Event::InitApply(ksvc("a", 1)),
             Event::InitApply(ksvc("b", 1)),
@@ -228,16 +254,22 @@ mod tests {
             Event::InitDone,
             Event::Apply(ksvc("d", 1)),
         ] {
-            writer.apply(&ev);
+            writer.apply(&mut ev);
         }
         assert_eq!(store.len(), 4);
         let held_a = store.get(&key("a")).unwrap();
+        // One namespace string for every object in it.
+        let held_b = store.get(&key("b")).unwrap();
+        assert!(Arc::ptr_eq(
+            &held_a.metadata.namespace,
+            &held_b.metadata.namespace
+        ));
 
         // A re-list that fails half-way: what it named is applied at once, nothing is swept yet,
         // and the old objects are still there for readers.
-        writer.apply(&Event::Init);
-        writer.apply(&Event::InitApply(ksvc("a", 2)));
-        writer.apply(&Event::InitApply(ksvc("e", 1)));
+        writer.apply(&mut Event::Init);
+        writer.apply(&mut Event::InitApply(ksvc("a", 2)));
+        writer.apply(&mut Event::InitApply(ksvc("e", 1)));
         assert_eq!(
             names(&store),
             [("a", 2), ("b", 1), ("c", 1), ("d", 1), ("e", 1)].map(|(n, g)| (n.to_owned(), g))
@@ -246,19 +278,19 @@ mod tests {
 
         // The watcher lists again from the start: `e` (only in the half list) and `c`, `d` (gone
         // since) are swept once the complete list is done.
-        writer.apply(&Event::Init);
-        writer.apply(&Event::InitApply(ksvc("b", 3)));
-        writer.apply(&Event::InitApply(ksvc("a", 3)));
+        writer.apply(&mut Event::Init);
+        writer.apply(&mut Event::InitApply(ksvc("b", 3)));
+        writer.apply(&mut Event::InitApply(ksvc("a", 3)));
         assert_eq!(store.len(), 5, "nothing swept before the list is done");
-        writer.apply(&Event::InitDone);
+        writer.apply(&mut Event::InitDone);
         assert_eq!(
             names(&store),
             [("a", 3), ("b", 3)].map(|(n, g)| (n.to_owned(), g))
         );
 
         // Deletes and watch events after the list.
-        writer.apply(&Event::Delete(ksvc("a", 3)));
-        writer.apply(&Event::Apply(ksvc("f", 1)));
+        writer.apply(&mut Event::Delete(ksvc("a", 3)));
+        writer.apply(&mut Event::Apply(ksvc("f", 1)));
         assert_eq!(
             names(&store),
             [("b", 3), ("f", 1)].map(|(n, g)| (n.to_owned(), g))

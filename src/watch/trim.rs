@@ -6,11 +6,13 @@
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 
+use super::view::Metadata;
 use crate::keys;
 
 /// Remove from a decoded object what nothing of ours reads and what makes it large:
@@ -60,14 +62,15 @@ impl<L: Wanted, A: Wanted> Default for Meta<L, A> {
 }
 
 impl<L: Wanted, A: Wanted> Meta<L, A> {
-    /// Name, namespace, uid and resourceVersion (taken out) as the object's `ObjectMeta`.
-    pub(super) fn identity(&mut self) -> ObjectMeta {
-        ObjectMeta {
-            name: self.name.take(),
-            namespace: self.namespace.take(),
-            uid: self.uid.take(),
-            resource_version: self.resource_version.take(),
-            ..ObjectMeta::default()
+    /// Name, namespace, uid and resourceVersion (taken out) as the cached [`Metadata`].
+    pub(super) fn identity(&mut self) -> Metadata {
+        let boxed = |s: Option<String>| s.map(String::into_boxed_str);
+        let shared = |s: Option<String>| s.map_or_else(|| Arc::from(""), Arc::from);
+        Metadata {
+            name: shared(self.name.take()),
+            namespace: shared(self.namespace.take()),
+            uid: boxed(self.uid.take()),
+            resource_version: boxed(self.resource_version.take()),
         }
     }
 }
@@ -125,18 +128,18 @@ impl Wanted for NoGc {
 }
 
 /// A string map decoded keeping only `K::KEYS`: the other entries are read past, never stored.
-/// A vector of the entries found (a key is a pointer to its constant), not a B-tree map: a map of
-/// a few entries costs a whole node of about 550 bytes.
+/// A boxed slice of the entries found (a key is a pointer to its constant), not a B-tree map: a
+/// map of a few entries costs a whole node of about 550 bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kept<K> {
-    values: Vec<(&'static str, String)>,
+    values: Box<[(&'static str, Box<str>)]>,
     keys: PhantomData<K>,
 }
 
 impl<K> Default for Kept<K> {
     fn default() -> Self {
         Self {
-            values: Vec::new(),
+            values: Box::default(),
             keys: PhantomData,
         }
     }
@@ -152,7 +155,10 @@ impl<K: Wanted> Kept<K> {
     /// The value of `key` (one of `K::KEYS`), taken out.
     pub(super) fn take(&mut self, key: &str) -> Option<String> {
         let at = self.values.iter().position(|(k, _)| *k == key)?;
-        Some(self.values.swap_remove(at).1)
+        let mut values = std::mem::take(&mut self.values).into_vec();
+        let (_, value) = values.swap_remove(at);
+        self.values = values.into_boxed_slice();
+        Some(value.into())
     }
 }
 
@@ -171,16 +177,18 @@ impl<'de, K: Wanted> Deserialize<'de> for Kept<K> {
                 Ok(Kept::default())
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut kept = Kept::default();
+                let mut values = Vec::new();
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                     if let Some(wanted) = K::KEYS.iter().find(|k| **k == key) {
-                        kept.values.push((wanted, map.next_value()?));
+                        values.push((*wanted, map.next_value()?));
                     } else {
                         map.next_value::<IgnoredAny>()?;
                     }
                 }
-                kept.values.shrink_to_fit();
-                Ok(kept)
+                Ok(Kept {
+                    values: values.into_boxed_slice(),
+                    keys: PhantomData,
+                })
             }
         }
         d.deserialize_any(Visit(PhantomData))

@@ -9,15 +9,15 @@
 //! labels and annotations the loop and the status API read, and its [`Stored`] text (the whole
 //! object but its status and resourceVersion) for the drift report while it is fresh from the
 //! API server: the store keeps only the text's digest. So a Service is cached at a few hundred
-//! bytes plus its status, whatever its spec.
+//! bytes plus its status, whatever its spec. They are not kube `Resource`s: the watchers and the
+//! API client decode them inside a [`super::watched::Watched`], which adds the `ObjectMeta` kube
+//! reads, and the stores keep the view alone.
 //! They are never written back: every write fetches the raw object fresh and edits its JSON, so
 //! fields unknown to these views survive (a view serialised over the object would drop them).
 //! Must never do I/O.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use super::trim::{self, Kept, ServiceAnnotations, ServiceLabels, TemplateAnnotations};
@@ -29,26 +29,40 @@ pub const GROUP: &str = "serving.knative.dev";
 /// The served version of Knative Serving.
 pub const VERSION: &str = "v1";
 
+/// An object's metadata as the cache holds it: what the loop reads, and not kube's `ObjectMeta`
+/// (about 350 bytes inline, nearly all of it options the views never fill). The watchers decode
+/// a view inside a [`super::watched::Watched`], which carries the `ObjectMeta` kube-runtime
+/// reads (the resourceVersion) until the store takes the view out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    /// Shared with the store's key and the app's status record ([`super::hub::AppKey`]).
+    pub name: Arc<str>,
+    pub namespace: Arc<str>,
+    pub uid: Option<Box<str>>,
+    pub resource_version: Option<Box<str>>,
+}
+
 /// One entry of a status `conditions[]` list (Knative's `apis.Condition`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Condition {
     #[serde(rename = "type")]
-    pub type_: String,
+    pub type_: Box<str>,
     /// `"True"`, `"False"` or `"Unknown"`.
-    pub status: String,
-    pub reason: String,
-    pub message: String,
-    pub last_transition_time: String,
+    pub status: Box<str>,
+    pub reason: Box<str>,
+    pub message: Box<str>,
+    pub last_transition_time: Box<str>,
 }
 
 /// One `status.traffic[]` entry of a Service.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct TrafficTarget {
-    pub revision_name: String,
+    pub revision_name: Box<str>,
     pub percent: Option<i64>,
-    pub tag: String,
+    pub tag: Box<str>,
 }
 
 /// The parts of a Service's `status` the loop reads.
@@ -58,9 +72,9 @@ pub struct ServiceStatus {
     pub observed_generation: Option<i64>,
     /// Only those the status mapping reads; only `Ready` with its transition time.
     pub conditions: Vec<Condition>,
-    pub latest_created_revision_name: String,
-    pub latest_ready_revision_name: String,
-    pub url: String,
+    pub latest_created_revision_name: Box<str>,
+    pub latest_ready_revision_name: Box<str>,
+    pub url: Box<str>,
     pub traffic: Vec<TrafficTarget>,
 }
 
@@ -90,9 +104,15 @@ pub struct ServiceSpec {
 /// the object as admission reads it, for the drift report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KService {
-    /// Name, namespace, uid, resourceVersion, generation and deletion time; no labels or
-    /// annotations (the fields below hold the ones the loop reads).
-    pub metadata: ObjectMeta,
+    /// Name, namespace, uid and resourceVersion; no labels or annotations (the fields below
+    /// hold the ones the loop reads).
+    pub metadata: Metadata,
+    /// `metadata.generation`.
+    #[serde(skip)]
+    pub generation: Option<i64>,
+    /// `metadata.deletionTimestamp` is set: the Service is being deleted.
+    #[serde(skip)]
+    pub deleting: bool,
     /// The labels the loop and the status API read ([`trim::ServiceLabels`]).
     #[serde(skip)]
     pub labels: Kept<ServiceLabels>,
@@ -121,11 +141,9 @@ impl<'de> Deserialize<'de> for KService {
         trim_conditions(conditions, trim::SERVICE_CONDITIONS, Some("Ready"));
         let mut m = fields.metadata;
         Ok(Self {
-            metadata: ObjectMeta {
-                generation: m.generation,
-                deletion_timestamp: m.deletion_timestamp.take(),
-                ..m.identity()
-            },
+            generation: m.generation,
+            deleting: m.deletion_timestamp.is_some(),
+            metadata: m.identity(),
             labels: m.labels,
             annotations: m.annotations,
             spec: fields.spec,
@@ -230,10 +248,11 @@ fn read_conditions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Conditi
 /// about 550 bytes), and its status. Everything else is skipped while decoding, never held.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Revision {
-    pub metadata: ObjectMeta,
+    /// Name, namespace, uid and resourceVersion.
+    pub metadata: Metadata,
     /// The owning Service's name (label `serving.knative.dev/service`).
     #[serde(skip)]
-    pub owner: Option<String>,
+    pub owner: Option<Arc<str>>,
     /// Annotated `serving.knative.dev/no-gc: "true"`.
     #[serde(skip)]
     pub no_gc: bool,
@@ -261,7 +280,7 @@ impl<'de> Deserialize<'de> for Revision {
         let routing = m.labels.take(keys::LABEL_ROUTING_STATE);
         Ok(Self {
             metadata: m.identity(),
-            owner: m.labels.take(keys::LABEL_KNATIVE_SERVICE),
+            owner: m.labels.take(keys::LABEL_KNATIVE_SERVICE).map(Arc::from),
             no_gc: m.annotations.take(keys::ANNOTATION_NO_GC).as_deref() == Some("true"),
             routed: routing.as_deref() == Some(keys::ROUTING_STATE_ACTIVE),
             status,
@@ -273,30 +292,29 @@ impl<'de> Deserialize<'de> for Revision {
 /// a reason or a message (failure substates are read from every condition's, in order); and
 /// the `lastTransitionTime` only of the `timed` one (the Service's `Ready`).
 fn trim_conditions(conditions: &mut Vec<Condition>, read: &[&str], timed: Option<&str>) {
-    conditions.retain(|c| {
-        read.contains(&c.type_.as_str()) || !c.reason.is_empty() || !c.message.is_empty()
-    });
+    conditions
+        .retain(|c| read.contains(&&*c.type_) || !c.reason.is_empty() || !c.message.is_empty());
     conditions.shrink_to_fit();
     for condition in conditions {
-        if Some(condition.type_.as_str()) != timed {
-            condition.last_transition_time = String::new();
+        if Some(&*condition.type_) != timed {
+            condition.last_transition_time = Box::default();
         }
     }
 }
 
 /// Find a condition by type.
 pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
-    conditions.iter().find(|c| c.type_ == type_)
+    conditions.iter().find(|c| &*c.type_ == type_)
 }
 
 impl KService {
     /// `metadata.name`, or `""`.
     pub fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
+        &self.metadata.name
     }
     /// `metadata.namespace`, or `""`.
     pub fn namespace(&self) -> &str {
-        self.metadata.namespace.as_deref().unwrap_or_default()
+        &self.metadata.namespace
     }
     /// A label's value, if the loop reads it ([`trim::ServiceLabels`]).
     pub fn label(&self, key: &str) -> Option<&str> {
@@ -322,7 +340,7 @@ impl KService {
     }
     /// Knative has observed the current spec (`status.observedGeneration == metadata.generation`).
     pub fn generation_observed(&self) -> bool {
-        match (self.metadata.generation, self.status.observed_generation) {
+        match (self.generation, self.status.observed_generation) {
             (Some(g), Some(o)) => o >= g,
             // No generation at all (some fakes, very old servers): nothing to wait for.
             (None, _) => true,
@@ -334,18 +352,18 @@ impl KService {
         self.status
             .traffic
             .iter()
-            .any(|t| t.revision_name == revision)
+            .any(|t| *t.revision_name == *revision)
     }
 }
 
 impl Revision {
     /// `metadata.name`, or `""`.
     pub fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
+        &self.metadata.name
     }
     /// `metadata.namespace`, or `""`.
     pub fn namespace(&self) -> &str {
-        self.metadata.namespace.as_deref().unwrap_or_default()
+        &self.metadata.namespace
     }
     /// The owning Service's name (label `serving.knative.dev/service`).
     pub fn service(&self) -> Option<&str> {
@@ -363,39 +381,9 @@ impl Revision {
     pub fn has_pods(&self) -> bool {
         self.status.actual_replicas.unwrap_or(0) > 0
             || self.status.desired_replicas.unwrap_or(0) > 0
-            || condition(&self.status.conditions, "Active").is_some_and(|c| c.status == "True")
+            || condition(&self.status.conditions, "Active").is_some_and(|c| &*c.status == "True")
     }
 }
-
-macro_rules! knative_resource {
-    ($ty:ty, $kind:literal, $plural:literal) => {
-        impl kube::Resource for $ty {
-            type DynamicType = ();
-            type Scope = kube::core::NamespaceResourceScope;
-            fn kind(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($kind)
-            }
-            fn group(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(GROUP)
-            }
-            fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(VERSION)
-            }
-            fn plural(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($plural)
-            }
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
-knative_resource!(KService, "Service", "services");
-knative_resource!(Revision, "Revision", "revisions");
 
 #[cfg(test)]
 #[path = "view_tests.rs"]

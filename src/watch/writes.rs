@@ -208,7 +208,12 @@ impl Writer {
             secondary: revision.map(|name| reference(ksvc, "Revision", name, None)),
         };
         // No resourceVersion: the Recorder keys its series on the whole reference.
-        let regarding = reference(ksvc, "Service", ksvc.name(), ksvc.metadata.uid.clone());
+        let regarding = reference(
+            ksvc,
+            "Service",
+            ksvc.name(),
+            ksvc.metadata.uid.as_deref().map(str::to_owned),
+        );
         let published = timed(
             "publish event",
             self.timeout,

@@ -140,7 +140,7 @@ async fn a_limit_of_one_runs_the_apps_jobs_one_after_the_other() {
 
     // Each job is a read and a held write; with one slot the second read waits for the first
     // write to be answered.
-    let (x, y) = (first.key.name, second.key.name);
+    let (x, y) = (first.key.name.to_string(), second.key.name.to_string());
     assert_eq!(
         calls(&fake, "services"),
         [

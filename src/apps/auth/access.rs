@@ -172,13 +172,13 @@ pub enum Access {
 
 /// The namespaces that hold the listed apps, each once, in order.
 pub fn namespaces_of(apps: &[AppRecord]) -> BTreeSet<String> {
-    apps.iter().map(|a| a.namespace.clone()).collect()
+    apps.iter().map(|a| a.namespace.to_string()).collect()
 }
 
 /// The apps of the `allowed` namespaces only, order kept.
 pub fn keep_namespaces(apps: Vec<AppRecord>, allowed: &BTreeSet<String>) -> Vec<AppRecord> {
     apps.into_iter()
-        .filter(|a| allowed.contains(&a.namespace))
+        .filter(|a| allowed.contains(&*a.namespace))
         .collect()
 }
 

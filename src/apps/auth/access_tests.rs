@@ -109,7 +109,7 @@ fn the_filter_keeps_the_allowed_namespaces_in_order() {
     let allowed = BTreeSet::from(["a".to_owned(), "c".to_owned()]);
     let kept: Vec<_> = keep_namespaces(apps, &allowed)
         .into_iter()
-        .map(|a| a.name)
+        .map(|a| a.name.to_string())
         .collect();
     assert_eq!(kept, ["1", "3", "4"]);
 }

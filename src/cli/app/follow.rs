@@ -25,6 +25,7 @@ use crate::watch::hub::AppKey;
 use crate::watch::hub::AppRecord;
 use crate::watch::status::{AppStatus, Phase, status_for};
 use crate::watch::view::{KService, Revision};
+use crate::watch::watched::Watched;
 
 /// Objects a list page holds where the command has no `--chunk-size` (kubectl's default).
 const CHUNK: u32 = 500;
@@ -40,7 +41,7 @@ struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    fn apis(&self, client: Client) -> (Api<KService>, Api<Revision>) {
+    fn apis(&self, client: Client) -> (Api<Watched<KService>>, Api<Watched<Revision>>) {
         match self.namespace {
             Some(ns) => (
                 Api::namespaced(client.clone(), ns),
@@ -300,10 +301,13 @@ where
     }
 }
 
-fn shown<R: std::borrow::Borrow<Revision>>(ksvc: &KService, revs: &[R], now: Timestamp) -> Shown {
+fn shown<R: std::borrow::Borrow<Revision>>(
+    ksvc: &Watched<KService>,
+    revs: &[R],
+    now: Timestamp,
+) -> Shown {
     let record = AppRecord::of(ksvc, status_for(ksvc, revs, &now.to_string()));
-    let age = ksvc
-        .metadata
+    let age = kube::Resource::meta(ksvc)
         .creation_timestamp
         .as_ref()
         .map(|created| now.duration_since(created.0));
@@ -337,8 +341,8 @@ async fn follow(
     if let Some(labels) = scope.revision_labels() {
         rev_cfg = rev_cfg.labels(&labels);
     }
-    let (svc_store, svc_writer) = reflector::store::<KService>();
-    let (rev_store, rev_writer) = reflector::store::<Revision>();
+    let (svc_store, svc_writer) = reflector::store::<Watched<KService>>();
+    let (rev_store, rev_writer) = reflector::store::<Watched<Revision>>();
     // Each event as (from the Services' watch, whether it ends an initial listing).
     let svc = reflector::reflector(svc_writer, watcher(services, svc_cfg).default_backoff())
         .map(|event| (true, event.map(|e| matches!(e, watcher::Event::InitDone))));
@@ -373,11 +377,15 @@ async fn follow(
 /// What changed since `seen`, which is brought up to date.
 fn diff<S, R>(seen: &mut BTreeMap<AppKey, AppStatus>, ksvcs: &[S], revs: &[R]) -> Vec<Change>
 where
-    S: std::borrow::Borrow<KService>,
-    R: std::borrow::Borrow<Revision>,
+    S: std::borrow::Borrow<Watched<KService>>,
+    R: std::borrow::Borrow<Watched<Revision>>,
 {
     let now = Timestamp::now();
-    let mut current: Vec<Shown> = ksvcs.iter().map(|k| shown(k.borrow(), revs, now)).collect();
+    let revs: Vec<&Revision> = revs.iter().map(|r| &**r.borrow()).collect();
+    let mut current: Vec<Shown> = ksvcs
+        .iter()
+        .map(|k| shown(k.borrow(), &revs, now))
+        .collect();
     current.sort_by_key(|a| a.record.key());
     let keys: std::collections::BTreeSet<AppKey> = current.iter().map(|a| a.record.key()).collect();
     let mut changes: Vec<Change> = seen

@@ -95,7 +95,7 @@ fn cells(app: &Shown, wide: bool, namespaces: bool) -> Vec<String> {
     let (record, status) = (&app.record, &app.record.status);
     let dash = || "-".to_owned();
     let mut cells = vec![
-        record.name.clone(),
+        record.name.to_string(),
         status.phase.as_str().to_owned(),
         status.replicas.map_or_else(dash, |n| n.to_string()),
         status.url.clone().unwrap_or_else(dash),
@@ -115,7 +115,7 @@ fn cells(app: &Shown, wide: bool, namespaces: bool) -> Vec<String> {
         });
     }
     if namespaces {
-        cells.insert(0, record.namespace.clone());
+        cells.insert(0, record.namespace.to_string());
     }
     cells
 }

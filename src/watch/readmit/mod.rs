@@ -186,7 +186,7 @@ impl Readmitter {
         let enabled = &self.enabled;
         let apps = keyed.iter().filter_map(|(key, ksvc)| {
             let drift = drift.get(key)?;
-            Some(view(key, ksvc, drift, enabled.contains(&key.namespace)))
+            Some(view(key, ksvc, drift, enabled.contains(&*key.namespace)))
         });
         let steps = self.wave.step(&self.settings, apps, self.epoch.elapsed());
         let mut changed = Vec::new();
@@ -234,7 +234,7 @@ impl Readmitter {
         match step {
             Step::Start(key) => {
                 let reasons: Vec<&str> = found.reasons().map(|r| r.as_str()).collect();
-                tracing::info!(ns = key.namespace.as_str(), name = key.name.as_str(), reasons = ?reasons, "re-admitting");
+                tracing::info!(ns = &*key.namespace, name = &*key.name, reasons = ?reasons, "re-admitting");
                 self.reasons.insert(key.clone(), reasons.join(", "));
                 let write = write::readmit(
                     self.writer.clone(),
@@ -248,7 +248,7 @@ impl Readmitter {
             }
             Step::Converged(key) => {
                 metrics.readmit("converged");
-                let revision = ksvc.status.latest_ready_revision_name.clone();
+                let revision = ksvc.status.latest_ready_revision_name.to_string();
                 let note = format!(
                     "written again through admission for {}; revision {revision} is Ready",
                     self.reasons.remove(&key).unwrap_or_default(),
@@ -262,7 +262,7 @@ impl Readmitter {
             } => {
                 metrics.readmit(if timed_out { "timed_out" } else { "failed" });
                 self.reasons.remove(&key);
-                tracing::warn!(ns = key.namespace.as_str(), name = key.name.as_str(), why = ?why, "re-admitted app failed");
+                tracing::warn!(ns = &*key.namespace, name = &*key.name, why = ?why, "re-admitted app failed");
                 let note = format!("written again, but {why}");
                 self.event(ksvc, true, "ReadmitFailed", note, None);
             }
@@ -312,7 +312,7 @@ impl Readmitter {
             }
             Written::Unreachable => (None, None),
             Written::Skipped => {
-                tracing::info!(ns = key.namespace.as_str(), name = key.name.as_str(), why = %detail, "re-admission wrote nothing; the wave looks again after the interval");
+                tracing::info!(ns = &*key.namespace, name = &*key.name, why = %detail, "re-admission wrote nothing; the wave looks again after the interval");
                 (None, None)
             }
         };
@@ -379,18 +379,18 @@ fn view<'a>(key: &'a AppKey, ksvc: &'a KService, drift: &'a Drift, enabled: bool
     let settled = observed && *latest == status.latest_ready_revision_name;
     let ready = condition(&status.conditions, "Ready");
     let failed = ready
-        .filter(|c| observed && !settled && c.status == "False")
+        .filter(|c| observed && !settled && &*c.status == "False")
         .map(|c| format!("{}: {}", c.reason, c.message));
     App {
         key,
         drift,
         stored: &ksvc.stored,
         stopped: ksvc.is_stopped(),
-        deleting: ksvc.metadata.deletion_timestamp.is_some(),
+        deleting: ksvc.deleting,
         opted_out: ksvc.annotation(keys::ANNOTATION_READMIT) == Some(keys::READMIT_NEVER),
         namespace_enabled: enabled,
         readmitted: ksvc.annotation(keys::ANNOTATION_READMITTED).is_some(),
-        generation: ksvc.metadata.generation.unwrap_or(0),
+        generation: ksvc.generation.unwrap_or(0),
         settled,
         failed,
     }

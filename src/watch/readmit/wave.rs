@@ -254,7 +254,7 @@ impl Wave {
             && !self.writing.contains(app.key)
             && self
                 .by_namespace
-                .get(&app.key.namespace)
+                .get(&*app.key.namespace)
                 .is_none_or(|n| *n < settings.max_failures.max(1))
             && self.unfixable.get(app.key) != Some(app.stored)
             && self.refused.get(app.key) != Some(app.stored)
@@ -271,7 +271,7 @@ impl Wave {
                 self.in_flight.remove(app.key);
                 self.failures = 0;
                 self.failing_namespaces.clear();
-                self.by_namespace.remove(&app.key.namespace);
+                self.by_namespace.remove(&*app.key.namespace);
                 return Some(Step::Converged(key));
             }
             (Some(why), false) if seen => Some((why.clone(), false)),

@@ -38,7 +38,7 @@ pub(super) async fn readmit(
         &knative("Service", "services"),
     );
     let stamp = Timestamp::now().to_string();
-    let decided_on = ksvc.metadata.resource_version.clone();
+    let decided_on = ksvc.metadata.resource_version.as_deref().map(str::to_owned);
     let bump = |v: &mut Value| {
         let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) else {
             return false;
