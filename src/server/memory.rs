@@ -69,7 +69,8 @@ pub struct Arithmetic {
     pub others: u64,
     /// The body budget times the allocator's overhead.
     pub bodies: u64,
-    /// Both listeners' connection caps times the most one connection buffers.
+    /// The listeners' connection caps (TLS, probe, and the loopback status listener of the
+    /// parts that run the loop) times the most one connection buffers.
     pub connections: u64,
     /// Encrypted answer bytes waiting on clients that do not read, every TLS connection's.
     pub answers: u64,
@@ -92,14 +93,21 @@ impl Arithmetic {
         let limits = &options.limits;
         let budget = limits.body_budget as u64;
         let tls = per_connection(options.http2, true) * limits.max_connections as u64;
-        let plain = match options.metrics_listen {
-            Some(_) => per_connection(false, false) * PROBE_CONNECTIONS as u64,
+        let probe = match options.metrics_listen {
+            Some(_) => PROBE_CONNECTIONS as u64,
             None => 0,
         };
-        let (others, per_app) = match role {
-            Role::All | Role::Controller => (OTHERS, CACHE_PER_APP * RELIST_PERCENT / 100),
-            Role::Admission => (0, PROJECTION_PER_APP),
+        // The parts that run the loop also serve the loopback status listener
+        // (`--local-status-listen`, on by default) under the probe listener's cap.
+        let (others, per_app, local) = match role {
+            Role::All | Role::Controller => (
+                OTHERS,
+                CACHE_PER_APP * RELIST_PERCENT / 100,
+                PROBE_CONNECTIONS as u64,
+            ),
+            Role::Admission => (0, PROJECTION_PER_APP, 0),
         };
+        let plain = per_connection(false, false) * (probe + local);
         Self {
             baseline: BASELINE,
             others,
