@@ -87,6 +87,7 @@ impl Cached for KService {
             metadata: self.metadata.clone(),
             generation: self.generation,
             deleting: self.deleting,
+            created: self.created,
             labels: self.labels.clone(),
             annotations: self.annotations.clone(),
             spec: self.spec.clone(),

@@ -6,13 +6,11 @@
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 
-use super::view::Metadata;
 use crate::keys;
 
 /// Remove from a decoded object what nothing of ours reads and what makes it large:
@@ -36,11 +34,12 @@ pub(super) const REVISION_CONDITIONS: &[&str] = &["Active"];
 #[derive(Deserialize)]
 #[serde(default, rename_all = "camelCase", bound = "")]
 pub(super) struct Meta<L: Wanted, A: Wanted> {
-    name: Option<String>,
-    namespace: Option<String>,
-    uid: Option<String>,
-    resource_version: Option<String>,
+    pub(super) name: Option<String>,
+    pub(super) namespace: Option<String>,
+    pub(super) uid: Option<String>,
+    pub(super) resource_version: Option<String>,
     pub(super) generation: Option<i64>,
+    pub(super) creation_timestamp: Option<Time>,
     pub(super) deletion_timestamp: Option<Time>,
     pub(super) labels: Kept<L>,
     pub(super) annotations: Kept<A>,
@@ -54,23 +53,10 @@ impl<L: Wanted, A: Wanted> Default for Meta<L, A> {
             uid: None,
             resource_version: None,
             generation: None,
+            creation_timestamp: None,
             deletion_timestamp: None,
             labels: Kept::default(),
             annotations: Kept::default(),
-        }
-    }
-}
-
-impl<L: Wanted, A: Wanted> Meta<L, A> {
-    /// Name, namespace, uid and resourceVersion (taken out) as the cached [`Metadata`].
-    pub(super) fn identity(&mut self) -> Metadata {
-        let boxed = |s: Option<String>| s.map(String::into_boxed_str);
-        let shared = |s: Option<String>| s.map_or_else(|| Arc::from(""), Arc::from);
-        Metadata {
-            name: shared(self.name.take()),
-            namespace: shared(self.namespace.take()),
-            uid: boxed(self.uid.take()),
-            resource_version: boxed(self.resource_version.take()),
         }
     }
 }

@@ -43,6 +43,20 @@ pub struct Metadata {
     pub resource_version: Option<Box<str>>,
 }
 
+impl Metadata {
+    /// Name, namespace, uid and resourceVersion, taken out of the decoded metadata.
+    fn take_from<L: trim::Wanted, A: trim::Wanted>(m: &mut trim::Meta<L, A>) -> Self {
+        let boxed = |s: Option<String>| s.map(String::into_boxed_str);
+        let shared = |s: Option<String>| s.map_or_else(|| Arc::from(""), Arc::from);
+        Self {
+            name: shared(m.name.take()),
+            namespace: shared(m.namespace.take()),
+            uid: boxed(m.uid.take()),
+            resource_version: boxed(m.resource_version.take()),
+        }
+    }
+}
+
 /// One entry of a status `conditions[]` list (Knative's `apis.Condition`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -113,6 +127,9 @@ pub struct KService {
     /// `metadata.deletionTimestamp` is set: the Service is being deleted.
     #[serde(skip)]
     pub deleting: bool,
+    /// `metadata.creationTimestamp`, in seconds since the epoch (`app list`'s AGE).
+    #[serde(skip)]
+    pub created: Option<i64>,
     /// The labels the loop and the status API read ([`trim::ServiceLabels`]).
     #[serde(skip)]
     pub labels: Kept<ServiceLabels>,
@@ -143,7 +160,8 @@ impl<'de> Deserialize<'de> for KService {
         Ok(Self {
             generation: m.generation,
             deleting: m.deletion_timestamp.is_some(),
-            metadata: m.identity(),
+            created: m.creation_timestamp.as_ref().map(|t| t.0.as_second()),
+            metadata: Metadata::take_from(&mut m),
             labels: m.labels,
             annotations: m.annotations,
             spec: fields.spec,
@@ -279,7 +297,7 @@ impl<'de> Deserialize<'de> for Revision {
         } = Fields::deserialize(d)?;
         let routing = m.labels.take(keys::LABEL_ROUTING_STATE);
         Ok(Self {
-            metadata: m.identity(),
+            metadata: Metadata::take_from(&mut m),
             owner: m.labels.take(keys::LABEL_KNATIVE_SERVICE).map(Arc::from),
             no_gc: m.annotations.take(keys::ANNOTATION_NO_GC).as_deref() == Some("true"),
             routed: routing.as_deref() == Some(keys::ROUTING_STATE_ACTIVE),

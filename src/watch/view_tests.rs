@@ -53,6 +53,8 @@ fn a_kservice_at_etcds_limit_is_cached_at_its_trimmed_size() {
         (ksvc.name(), ksvc.namespace(), ksvc.generation),
         ("big", "team", Some(3))
     );
+    // Its creation time, for `app list`'s AGE (2026-11-30T00:00:00Z).
+    assert_eq!(ksvc.created, Some(1_795_996_800));
     assert!(ksvc.routes_to("big-00003") && ksvc.generation_observed());
     // The stored text keeps what admission reads (the finalizer, the containers), not the rest.
     let stored: Value = serde_json::from_str(ksvc.stored.text().unwrap()).unwrap();

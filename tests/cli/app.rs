@@ -11,7 +11,7 @@ use ksvc_webhook::cli::app::{
 };
 use ksvc_webhook::cli::output::Output;
 use ksvc_webhook::watch::args::WatchArgs;
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::cli::kubeconfig_for;
 use support::watched::{client_args, election, watch_args};
 use support::{FakeApi, ksvc, poll, revision};
@@ -169,10 +169,9 @@ async fn status_prints_the_mapped_status() {
 #[tokio::test]
 async fn status_prints_a_table_for_a_person_by_default() {
     let fake = FakeApi::start().await;
-    fake.put(
-        "services",
-        ksvc("app", true, true, 2, &["app-00001"], "app-00002"),
-    );
+    let mut app = ksvc("app", true, true, 2, &["app-00001"], "app-00002");
+    app["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+    fake.put("services", app);
     fake.put("revisions", revision("app", "app-00001", 1, false));
     let out = run(
         &fake,
@@ -193,6 +192,8 @@ async fn status_prints_a_table_for_a_person_by_default() {
     let row = columns(lines[1]);
     // Replicas are the latest ready revision's, which has not reported yet.
     assert_eq!(row[..3], ["app", "STOPPING", "-"], "{out}");
+    // AGE is kubectl's, from the creation time (such as 337d), not "-".
+    assert!(row[4].starts_with(|c: char| c.is_ascii_digit()), "{out}");
     // Not ACTIVE: the message that says why is on the next line, indented.
     assert_eq!(lines.len(), 3, "{out}");
     assert!(

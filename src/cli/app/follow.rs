@@ -307,10 +307,10 @@ fn shown<R: std::borrow::Borrow<Revision>>(
     now: Timestamp,
 ) -> Shown {
     let record = AppRecord::of(ksvc, status_for(ksvc, revs, &now.to_string()));
-    let age = kube::Resource::meta(ksvc)
-        .creation_timestamp
-        .as_ref()
-        .map(|created| now.duration_since(created.0));
+    let age = ksvc
+        .created
+        .and_then(|second| Timestamp::from_second(second).ok())
+        .map(|created| now.duration_since(created));
     Shown { record, age }
 }
 
