@@ -51,10 +51,10 @@ pub const INLINE_DECISIONS: u64 = 2;
 /// apps listed by streaming, 3,787 B in pages; docs/performance.md).
 pub const CACHE_PER_APP: u64 = 3840;
 /// A re-list's peak over the cache at rest, in percent (measured at 20,000 apps: 108 % listed by
-/// streaming, 140 % in pages, 5,290 B an app; the store applies the list in place, so it never
-/// holds two copies). In pages the extra is about 28 MiB whatever N (the pages being decoded:
-/// 116 % at 50,000), so this share over-counts it past 20,000 apps.
-pub const RELIST_PERCENT: u64 = 140;
+/// streaming, 115 % in pages of 250, 4,396 B an app; the store applies the list in place, so it
+/// never holds two copies). In pages the extra is a fixed 11 MiB or so whatever N (the pages
+/// being decoded), so this share over-counts it past 20,000 apps.
+pub const RELIST_PERCENT: u64 = 120;
 
 /// Resident memory of one app in the admission role's Service projection (namespace, name,
 /// stop and deletion flags, the `status.traffic` entries), through a re-list, which updates it

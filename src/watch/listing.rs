@@ -1,6 +1,6 @@
 //! How the loop's watchers list: as a streaming list (WatchList: one watch request with
 //! `sendInitialEvents=true`, answered from the API server's watch cache) when the server takes
-//! it, and as paged lists (`limit=500`, read from etcd) when it answers the streaming list with a
+//! it, and as paged lists (`limit=250`, read from etcd) when it answers the streaming list with a
 //! 400 or 422: a server with the WatchList feature turned off (or too old for it). The fallback happens once
 //! per watcher, is said at INFO, and holds for the rest of the process. A watcher can be asked to
 //! list again from the start ([`Listing::relist_on`]): the drift report does, for the Services'
@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Objects a list is answered with per page, when lists are paged.
-pub const PAGE_SIZE: u32 = 500;
+pub const PAGE_SIZE: u32 = 250;
 
 type Events<K> = Pin<Box<dyn Stream<Item = Result<Event<K>, watcher::Error>> + Send>>;
 

@@ -397,9 +397,10 @@ async fn a_server_refusing_streaming_lists_is_listed_in_pages_from_then_on_said_
             "{resource}: one streaming list, refused, then never again"
         );
         assert!(!pages.is_empty(), "{resource}: listed in pages");
+        let page = ksvc_webhook::watch::listing::PAGE_SIZE.to_string();
         assert!(
-            pages.iter().all(|l| l == "500"),
-            "{resource}: pages of 500: {pages:?}"
+            pages.iter().all(|l| *l == page),
+            "{resource}: pages of {page}: {pages:?}"
         );
     }
     assert!(
