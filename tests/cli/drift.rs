@@ -606,3 +606,63 @@ async fn the_real_servers_loopback_listener_answers_without_a_token_and_drift_ag
         );
     }
 }
+
+/// A listener at `--status-url` that answers every request with `head`, then `body_len` bytes of
+/// `fill`, and gives its address.
+async fn answering(head: String, fill: u8, body_len: usize) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let head = head.clone();
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = conn.read(&mut request).await;
+                conn.write_all(head.as_bytes()).await?;
+                let chunk = vec![fill; 1 << 20];
+                let mut left = body_len;
+                while left > 0 {
+                    let n = left.min(chunk.len());
+                    conn.write_all(&chunk[..n]).await?;
+                    left -= n;
+                }
+                std::io::Result::Ok(())
+            });
+        }
+    });
+    addr
+}
+
+/// What answers at `--status-url` is read within bounds: a page past 64 MiB is refused, not
+/// held, and a refusal's own text is quoted cut to 256 bytes.
+#[tokio::test]
+async fn a_status_url_that_answers_too_much_is_cut() {
+    let fake = FakeApi::start().await;
+    let huge = 65 << 20;
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {huge}\r\n\r\n"
+    );
+    let addr = answering(head, b' ', huge).await;
+    let url = format!("http://{addr}");
+    let big = support::cli::run(&fake, &["drift", "-A", "--status-url", &url]).await;
+    assert_eq!(big.code, Some(2), "{big:?}");
+    assert!(
+        big.stderr.contains("a page of more than 64 MiB"),
+        "{}",
+        big.stderr
+    );
+
+    let long = 10_000;
+    let head = format!("HTTP/1.1 500 Internal Server Error\r\ncontent-length: {long}\r\n\r\n");
+    let addr = answering(head, b'x', long).await;
+    let url = format!("http://{addr}");
+    let refused = support::cli::run(&fake, &["drift", "-A", "--status-url", &url]).await;
+    assert_eq!(refused.code, Some(2), "{refused:?}");
+    assert!(refused.stderr.contains("answers 500"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains(&"x".repeat(256)) && !refused.stderr.contains(&"x".repeat(257)),
+        "{}",
+        refused.stderr
+    );
+}

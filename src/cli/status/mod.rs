@@ -21,7 +21,7 @@ use std::time::Duration;
 use axum::http::{Request, StatusCode};
 use bytes::Bytes;
 use clap::Args;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, LengthLimitError, Limited};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
@@ -37,6 +37,13 @@ pub const CONTINUE_HEADER: &str = "x-ksvc-webhook-continue";
 
 /// How long one page may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most bytes one page may hold: 5,000 apps (the largest `--chunk-size`) of a few KiB each,
+/// with room; a larger answer is not the status API's.
+const MAX_PAGE_BYTES: usize = 64 << 20;
+
+/// The most bytes of a refusal's text quoted in an error.
+const MAX_QUOTED: usize = 256;
 
 /// Where the server's status listener is, and how many apps a page holds.
 #[derive(Debug, Clone, Args)]
@@ -276,12 +283,17 @@ impl Reader {
             self.sender.ready().await?;
             let response = self.sender.send_request(request).await?;
             let (parts, body) = response.into_parts();
-            Ok::<_, hyper::Error>((parts, body.collect().await?.to_bytes()))
+            let bytes = Limited::new(body, MAX_PAGE_BYTES).collect().await?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((parts, bytes.to_bytes()))
         };
         let (parts, bytes) = match tokio::time::timeout(TIMEOUT, send).await {
+            Ok(Err(e)) if e.is::<LengthLimitError>() => {
+                let why = format!("a page of more than {} MiB", MAX_PAGE_BYTES >> 20);
+                return Err(self.unreadable(why));
+            }
             Ok(answer) => answer.map_err(|e| Error::Dropped {
                 at: self.at.clone(),
-                why: crate::report::error_chain(&e),
+                why: crate::report::error_chain(&*e),
             })?,
             Err(_) => {
                 let why = format!("no answer within {}s", TIMEOUT.as_secs());
@@ -294,7 +306,7 @@ impl Reader {
                 at: self.at.clone(),
                 code: parts.status.as_u16(),
                 message: body["error"].as_str().map_or_else(
-                    || String::from_utf8_lossy(&bytes).into_owned(),
+                    || String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_QUOTED)]).into_owned(),
                     str::to_owned,
                 ),
             });
