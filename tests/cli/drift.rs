@@ -174,6 +174,16 @@ fn server_policy() -> Policy {
     }
 }
 
+/// The rows `drift -o json` prints for the records of `/apps`: each app's drift as the server
+/// reports it.
+fn drift_rows(records: &Value) -> Value {
+    let rows = records.as_array().unwrap().iter().map(|r| {
+        json!({"namespace": r["namespace"], "name": r["name"], "drift": r["drift"],
+               "new_revision": r["drift_new_revision"]})
+    });
+    Value::Array(rows.collect())
+}
+
 /// The server's `/apps`, asked directly.
 async fn apps(router: &axum::Router, query: &str) -> (Value, axum::http::HeaderMap) {
     use http_body_util::BodyExt;
@@ -224,16 +234,7 @@ async fn without_flags_the_report_is_the_servers() {
     assert_eq!(ran.code, Some(1), "{ran:?}");
     let rows: Value = serde_json::from_str(&ran.stdout).unwrap();
     let (served, _) = apps(&router, "").await;
-    let served: Vec<Value> = served
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            json!({"namespace": r["namespace"], "name": r["name"], "drift": r["drift"],
-                        "new_revision": r["drift_new_revision"]})
-        })
-        .collect();
-    assert_eq!(rows, Value::Array(served), "drift -A agrees with /apps");
+    assert_eq!(rows, drift_rows(&served), "drift -A agrees with /apps");
     let drifted: Vec<&str> = rows
         .as_array()
         .unwrap()
@@ -575,15 +576,7 @@ async fn the_real_servers_loopback_listener_answers_without_a_token_and_drift_ag
         "the TLS listener asks a token: {body}"
     );
 
-    let served: Vec<Value> = all
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            json!({"namespace": r["namespace"], "name": r["name"], "drift": r["drift"],
-                   "new_revision": r["drift_new_revision"]})
-        })
-        .collect();
+    let served = drift_rows(&all);
     let url = format!("http://{local}");
     fake.put_webhook_service("ksvc-system", "ksvc-webhook-controller");
     fake.put_webhook_pod(
@@ -599,11 +592,7 @@ async fn the_real_servers_loopback_listener_answers_without_a_token_and_drift_ag
         let ran = support::cli::run(&fake, &args).await;
         assert_eq!(ran.code, Some(1), "{ran:?}");
         let rows: Value = serde_json::from_str(&ran.stdout).unwrap();
-        assert_eq!(
-            rows,
-            Value::Array(served.clone()),
-            "{args:?} agrees with /apps"
-        );
+        assert_eq!(rows, served, "{args:?} agrees with /apps");
     }
 }
 
