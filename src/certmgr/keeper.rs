@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::policy::{self, FailurePolicy};
-use crate::cluster::call::{CALL_TIMEOUT, WATCH_TIMEOUT_SECS};
+use crate::cluster::call::{self, CALL_TIMEOUT, WATCH_TIMEOUT_SECS};
 use crate::cluster::client::{self, ClientArgs};
 use crate::report::error_chain;
 
@@ -68,16 +68,12 @@ impl PolicySwitch {
     pub async fn enforce(&self, bundle: &[u8]) -> bool {
         let name = &self.name;
         for _ in 0..MAX_ATTEMPTS {
-            let read = tokio::time::timeout(CALL_TIMEOUT, self.webhooks.get_opt(name)).await;
-            let config = match read {
-                Ok(Ok(Some(config))) => config,
-                Ok(Ok(None)) => return false,
-                Ok(Err(error)) => {
-                    warn!(config = %name, error = %error_chain(&error), "failurePolicy not checked (get webhook configuration); retrying next round");
-                    return false;
-                }
-                Err(_) => {
-                    warn!(config = %name, timeout = ?CALL_TIMEOUT, "failurePolicy not checked: get webhook configuration timed out; retrying next round");
+            let read = self.webhooks.get_opt(name);
+            let config = match call::timed("get webhook configuration", CALL_TIMEOUT, read).await {
+                Ok(Some(config)) => config,
+                Ok(None) => return false,
+                Err(error) => {
+                    warn!(config = %name, error = %error_chain(&error), "failurePolicy not checked; retrying next round");
                     return false;
                 }
             };
@@ -94,20 +90,19 @@ impl PolicySwitch {
                 return false;
             };
             let (pp, patch) = (PatchParams::default(), Patch::Json::<()>(patch));
-            let call = self.webhooks.patch(name, &pp, &patch);
-            match tokio::time::timeout(CALL_TIMEOUT, call).await {
-                Ok(Ok(_)) => {
+            let write = self.webhooks.patch(name, &pp, &patch);
+            match call::timed("patch webhook configuration", CALL_TIMEOUT, write).await {
+                Ok(_) => {
                     info!(config = %name, failure_policy = self.want.as_str(), "webhook failurePolicy set");
                     return true;
                 }
                 // The resourceVersion test failed or a write raced: re-read.
-                Ok(Err(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => continue,
-                Ok(Err(error)) => {
-                    warn!(config = %name, error = %error_chain(&error), "failurePolicy not set (patch webhook configuration); retrying next round");
-                    return false;
-                }
-                Err(_) => {
-                    warn!(config = %name, timeout = ?CALL_TIMEOUT, "failurePolicy not set: the patch timed out; retrying next round");
+                Err(call::Error::Api {
+                    source: kube::Error::Api(status),
+                    ..
+                }) if matches!(status.code, 409 | 422) => continue,
+                Err(error) => {
+                    warn!(config = %name, error = %error_chain(&error), "failurePolicy not set; retrying next round");
                     return false;
                 }
             }
