@@ -13,6 +13,7 @@ use kube::api::{Api, ListParams};
 
 use super::{Error, Reader, StatusApiArgs};
 use crate::apps::args::LOCAL_STATUS_PORT;
+use crate::cluster::call;
 use crate::cluster::client::{self, ClientArgs};
 use crate::cluster::errors;
 use crate::watch::hub::AppRecord;
@@ -37,10 +38,8 @@ pub(super) async fn apps(
         source,
     };
     let (client, server) = client::client(cluster, None).await.map_err(&api_error)?;
-    let called = |e: kube::Error| api_error(errors::Error::from_kube(&e, &server));
     let pod = find_pod(&client, args, &at).await.map_err(|e| match e {
-        Found::Call(e) => called(e),
-        Found::Timeout(what) => api_error(errors::Error::Other(what)),
+        Found::Call(e) => api_error(errors::Error::from_call(e, &server)),
         Found::Worded(e) => e,
     })?;
     let pods: Api<Pod> = Api::namespaced(client, ns);
@@ -128,10 +127,8 @@ fn port_forward(namespace: &str, pod: &str, source: errors::Error) -> Error {
 
 /// Why no pod was found.
 enum Found {
-    /// A call failed.
-    Call(kube::Error),
-    /// A call took too long.
-    Timeout(String),
+    /// A call failed or took too long.
+    Call(call::Error),
     /// The cluster answered, and there is no pod to use.
     Worded(Error),
 }
@@ -139,16 +136,10 @@ enum Found {
 /// The name of a Ready pod the status API's Service selects.
 async fn find_pod(client: &Client, args: &StatusApiArgs, at: &str) -> Result<String, Found> {
     let ns = args.webhook_namespace.as_str();
-    let timed = |what: &str| {
-        Found::Timeout(format!(
-            "{what}: no answer within {}s",
-            CALL_TIMEOUT.as_secs()
-        ))
-    };
     let services: Api<Service> = Api::namespaced(client.clone(), ns);
-    let service = tokio::time::timeout(CALL_TIMEOUT, services.get(&args.webhook_service))
+    let get = services.get(&args.webhook_service);
+    let service = call::timed("get the Service", CALL_TIMEOUT, get)
         .await
-        .map_err(|_| timed("get the Service"))?
         .map_err(Found::Call)?;
     let selector = service
         .spec
@@ -157,13 +148,10 @@ async fn find_pod(client: &Client, args: &StatusApiArgs, at: &str) -> Result<Str
         .map(|s| label_selector(&s))
         .ok_or_else(|| Found::Worded(Error::NoSelector { at: at.to_owned() }))?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let listed = tokio::time::timeout(
-        CALL_TIMEOUT,
-        pods.list(&ListParams::default().labels(&selector)),
-    )
-    .await
-    .map_err(|_| timed("list the pods"))?
-    .map_err(Found::Call)?;
+    let params = ListParams::default().labels(&selector);
+    let listed = call::timed("list the pods", CALL_TIMEOUT, pods.list(&params))
+        .await
+        .map_err(Found::Call)?;
     ready_pod(&listed.items).ok_or_else(|| {
         Found::Worded(Error::NoReadyPod {
             at: at.to_owned(),
