@@ -87,7 +87,7 @@ pub fn track(
         let over_share = peer.tracker.address_over_share();
         request.extensions_mut().insert(peer.clone());
         let tracker = peer.tracker.clone();
-        let request = request.map(|body| Body::new(Watched::new(body, tracker)));
+        let request = request.map(|body| Body::new(UnreadOnDrop::new(body, tracker)));
         let call = (!over_share).then(|| router.clone().oneshot(request));
         async move {
             let Some(call) = call else {
@@ -175,13 +175,13 @@ impl HttpBody for Tracked {
 
 /// A request's body that tells its connection's tracker when it is dropped before its end: the
 /// answer went out early (413, 503, 408, …) and the client may still be sending it.
-struct Watched<B: HttpBody> {
+struct UnreadOnDrop<B: HttpBody> {
     body: B,
     ended: bool,
     tracker: Arc<Tracker>,
 }
 
-impl<B: HttpBody + Unpin> Watched<B> {
+impl<B: HttpBody + Unpin> UnreadOnDrop<B> {
     fn new(body: B, tracker: Arc<Tracker>) -> Self {
         Self {
             body,
@@ -191,7 +191,7 @@ impl<B: HttpBody + Unpin> Watched<B> {
     }
 }
 
-impl<B: HttpBody + Unpin> HttpBody for Watched<B> {
+impl<B: HttpBody + Unpin> HttpBody for UnreadOnDrop<B> {
     type Data = B::Data;
     type Error = B::Error;
 
@@ -215,7 +215,7 @@ impl<B: HttpBody + Unpin> HttpBody for Watched<B> {
     }
 }
 
-impl<B: HttpBody> Drop for Watched<B> {
+impl<B: HttpBody> Drop for UnreadOnDrop<B> {
     fn drop(&mut self) {
         // A body read to its declared length is at its end without the last poll.
         if !self.ended && !self.body.is_end_stream() {
@@ -331,11 +331,14 @@ mod tests {
         use http_body_util::{BodyExt as _, Empty, Full};
         let whole = Arc::new(Tracker::default());
         let body = Full::new(Bytes::from_static(b"{}"));
-        Watched::new(body, whole.clone()).collect().await.unwrap();
-        drop(Watched::new(Empty::<Bytes>::new(), whole.clone()));
+        UnreadOnDrop::new(body, whole.clone())
+            .collect()
+            .await
+            .unwrap();
+        drop(UnreadOnDrop::new(Empty::<Bytes>::new(), whole.clone()));
         assert!(!whole.any_unread());
         let early = Arc::new(Tracker::default());
-        drop(Watched::new(
+        drop(UnreadOnDrop::new(
             Full::new(Bytes::from_static(b"{}")),
             early.clone(),
         ));
